@@ -1,15 +1,454 @@
 /**
- * `vpcni install`: install the binary and conflist into the CNI directories.
+ * `vpcni install`: puts the vpcni executable into the CNI bin dir and the network
+ * configuration list into the CNI conf dir, the way kubelet's runtime finds them.
+ *
+ * Both files are written atomically (a temp file in the same directory, fsync, rename), so a
+ * runtime that execs the plugin or reads the conflist at that moment sees the old file or
+ * the new one, never half of either. Running it twice changes nothing the second time and
+ * says "unchanged". Every flag is checked before anything is written.
+ *
+ * What is copied: a compiled vpcni copies itself (`Deno.execPath()`). Run from source
+ * (`deno run main.ts install`) there is no single file to copy, so a small launcher script
+ * is written instead that execs this Deno on this checkout's main.ts with the same
+ * permissions the compiled build has; the report says which of the two it installed.
  *
  * @module
  */
 import type { Command } from "commander";
+import { z } from "zod";
+import { parse as parseYaml } from "yaml";
+import { VPCNI_VERSION } from "./version.ts";
+import { parseConfig } from "../cni/config.ts";
+import { CniError } from "../cni/errors.ts";
+
+/** Where container runtimes look for CNI plugins by default. */
+export const DEFAULT_CNI_BIN_DIR = "/opt/cni/bin";
+/** Where container runtimes look for network configurations by default. */
+export const DEFAULT_CNI_CONF_FILE = "/etc/cni/net.d/10-vpcni.conflist";
+/** The daemon's socket unless configured otherwise (same as cni/ipam_protocol.ts). */
+export const DEFAULT_SOCKET = "/run/vpcni/ipam.sock";
+
+/** Datapaths the plugin builds (see DESIGN.md). */
+export const DATAPATHS = ["ipvlan-l2", "ipvlan-l3s", "veth"] as const;
+/** Plugins `--chain` can append after vpcni, with the capabilities they need. */
+export const CHAINABLE: Record<string, Record<string, unknown>> = {
+  portmap: { type: "portmap", capabilities: { portMappings: true }, snat: true },
+  bandwidth: { type: "bandwidth", capabilities: { bandwidth: true } },
+  tuning: { type: "tuning" },
+};
+
+/** The flags `install` accepts, as commander hands them over. */
+export interface InstallFlags {
+  binDir: string;
+  conflistFile: string;
+  conflist?: string;
+  config?: string;
+  networkName: string;
+  datapath?: string;
+  mtu: string;
+  serviceCidr: string[];
+  socket?: string;
+  hostVethPrefix: string;
+  chain?: string;
+  cniVersion: string;
+  skipBinary?: boolean;
+  skipConflist?: boolean;
+  dryRun?: boolean;
+  json?: boolean;
+}
+
+/** A bad flag or file: the message names it and the fix. Nothing has been written. */
+export class InstallError extends Error {
+  /** Creates the error; the message names the flag. */
+  constructor(message: string) {
+    super(message);
+    this.name = "InstallError";
+  }
+}
+
+const ipv4Cidr =
+  /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}\/(3[0-2]|[12]?\d)$/;
+
+const conflistSchema = z.object({
+  cniVersion: z.string().regex(/^\d+\.\d+\.\d+$/, "must be a version like 1.0.0"),
+  name: z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/, "must be a valid network name"),
+  plugins: z.array(z.object({ type: z.string().min(1) }).passthrough()).min(1),
+}).passthrough();
+
+/** The part of the daemon's config file `install` reads (so plugin and daemon agree). */
+const daemonConfigPart = z.object({
+  datapath: z.enum(DATAPATHS).optional(),
+  socketPath: z.string().startsWith("/").optional(),
+}).passthrough();
+
+/** A network configuration list (parsed only as far as `install` needs). */
+export type Conflist = z.infer<typeof conflistSchema>;
+
+/** Checks a conflist's structure; errors name `source` and the field. */
+export function parseConflist(raw: unknown, source: string): Conflist {
+  const r = conflistSchema.safeParse(raw);
+  if (!r.success) {
+    const i = r.error.issues[0];
+    throw new InstallError(`${source}: ${i.path.join(".") || "(top level)"}: ${i.message}`);
+  }
+  const main = r.data.plugins[0];
+  const usesVpcni = main.type === "vpcni" ||
+    r.data.plugins.some((p) => (p.ipam as { type?: string } | undefined)?.type === "vpcni");
+  if (!usesVpcni) {
+    throw new InstallError(
+      `${source}: no plugin of type "vpcni" and no ipam.type "vpcni": this is not a vpcni conflist`,
+    );
+  }
+  checkWithPluginParser(r.data, source);
+  return r.data;
+}
+
+/**
+ * Runs the plugin's own config parser over every vpcni entry, the way the runtime will hand
+ * it over (the list's `cniVersion` and `name` injected), so what install writes is exactly
+ * what the plugin accepts.
+ */
+export function checkWithPluginParser(c: Conflist, source: string): void {
+  c.plugins.forEach((p, i) => {
+    const ours = p.type === "vpcni" || (p.ipam as { type?: string } | undefined)?.type === "vpcni";
+    if (!ours) return;
+    try {
+      parseConfig({ ...p, cniVersion: c.cniVersion, name: c.name });
+    } catch (e) {
+      if (e instanceof CniError) {
+        throw new InstallError(
+          `${source}: plugins[${i}]: ${e.message}${e.details ? ` (${e.details})` : ""}`,
+        );
+      }
+      throw e;
+    }
+  });
+}
+
+/** Builds the conflist from flags (and the daemon config's datapath/socket when given). */
+export function conflistFromFlags(
+  f: InstallFlags,
+  daemon: { datapath?: string; socketPath?: string } = {},
+): Conflist {
+  const datapath = f.datapath ?? daemon.datapath ?? "ipvlan-l2";
+  if (!(DATAPATHS as readonly string[]).includes(datapath)) {
+    throw new InstallError(
+      `--datapath: "${datapath}" is not one of ${DATAPATHS.join(", ")}`,
+    );
+  }
+  const mtu = Number(f.mtu);
+  if (!Number.isInteger(mtu) || mtu < 576 || mtu > 9001) {
+    throw new InstallError(
+      `--mtu: "${f.mtu}" must be an integer from 576 to 9001 (VPC jumbo frames)`,
+    );
+  }
+  const serviceCidrs = f.serviceCidr.flatMap((s) => s.split(",")).map((s) => s.trim())
+    .filter((s) => s !== "");
+  for (const c of serviceCidrs) {
+    if (!ipv4Cidr.test(c)) {
+      throw new InstallError(`--service-cidr: "${c}" is not an IPv4 CIDR such as 10.100.0.0/16`);
+    }
+  }
+  if (!/^[a-z][a-z0-9]{0,3}$/.test(f.hostVethPrefix)) {
+    throw new InstallError(
+      `--host-veth-prefix: "${f.hostVethPrefix}" must be 1-4 lower-case letters/digits, ` +
+        `starting with a letter (the host link name is the prefix + 11 hex chars, ≤ 15 bytes)`,
+    );
+  }
+  const socket = f.socket ?? daemon.socketPath ?? DEFAULT_SOCKET;
+  if (!socket.startsWith("/")) {
+    throw new InstallError(`--socket: "${socket}" must be an absolute path`);
+  }
+  if (!/^\d+\.\d+\.\d+$/.test(f.cniVersion)) {
+    throw new InstallError(`--cni-version: "${f.cniVersion}" must be a version like 1.0.0`);
+  }
+  if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(f.networkName)) {
+    throw new InstallError(
+      `--network-name: "${f.networkName}" may hold letters, digits, '_', '.', '-' only`,
+    );
+  }
+  const chain = (f.chain ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "");
+  for (const c of chain) {
+    if (!CHAINABLE[c]) {
+      throw new InstallError(
+        `--chain: "${c}" is not one of ${Object.keys(CHAINABLE).join(", ")}`,
+      );
+    }
+  }
+  const main: Record<string, unknown> = {
+    type: "vpcni",
+    datapath,
+    mtu,
+    daemonSocket: socket,
+    hostVethPrefix: f.hostVethPrefix,
+    capabilities: { "io.kubernetes.cri.pod-annotations": true },
+  };
+  if (serviceCidrs.length > 0) main.serviceCidrs = serviceCidrs;
+  return {
+    cniVersion: f.cniVersion,
+    name: f.networkName,
+    plugins: [
+      main as Conflist["plugins"][number],
+      ...chain.map((c) => ({ ...CHAINABLE[c] }) as Conflist["plugins"][number]),
+    ],
+  };
+}
+
+/** What happened (or would happen) to one file. */
+export interface InstallAction {
+  what: "binary" | "conflist";
+  path: string;
+  /** `installed`/`written` when changed, `unchanged`, or `would …` with --dry-run. */
+  result: "installed" | "written" | "unchanged" | "would install" | "would write" | "skipped";
+  /** A short explanation: the source of the binary, the bytes written. */
+  detail: string;
+  /** With --dry-run: the conflist that would be written. */
+  content?: string;
+}
+
+/** The bytes to put into the bin dir and what they are. */
+export interface PluginSource {
+  bytes: Uint8Array;
+  kind: "executable" | "launcher";
+  from: string;
+}
+
+/** Permissions the launcher grants, the same as the compiled build. */
+const LAUNCHER_FLAGS =
+  "--allow-ffi --allow-net --allow-read --allow-write --allow-env --allow-run --allow-sys=osRelease " +
+  "--no-prompt --quiet --cached-only";
+
+/**
+ * The file to install as `vpcni`: the compiled executable itself, or, when running from
+ * source, a launcher script that runs this checkout with this Deno and this Deno cache
+ * (kubelet runs plugins from another directory and with a bare environment, so the config
+ * file and cache are named explicitly).
+ */
+export async function pluginSource(): Promise<PluginSource> {
+  if (Deno.build.standalone) {
+    const from = Deno.execPath();
+    return { bytes: await Deno.readFile(from), kind: "executable", from };
+  }
+  const main = new URL("../main.ts", import.meta.url).pathname;
+  const config = new URL("../deno.json", import.meta.url).pathname;
+  const denoDir = Deno.env.get("DENO_DIR") ??
+    `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME") ?? "/root"}/.cache`}/deno`;
+  const script = [
+    "#!/bin/sh",
+    `# vpcni ${VPCNI_VERSION} launcher, written by 'vpcni install' run from source.`,
+    "# A compiled vpcni (deno task compile) installs itself here instead of this script.",
+    `DENO_DIR='${denoDir}' exec '${Deno.execPath()}' run ${LAUNCHER_FLAGS} \\`,
+    `  --config '${config}' '${main}' "$@"`,
+    "",
+  ].join("\n");
+  return { bytes: new TextEncoder().encode(script), kind: "launcher", from: main };
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+async function readIfExists(path: string): Promise<Uint8Array | undefined> {
+  try {
+    return await Deno.readFile(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    throw e;
+  }
+}
+
+/** Refuses a path whose directory exists but is not a directory, naming the flag. */
+function checkTargetDir(dir: string, flag: string): void {
+  try {
+    const st = Deno.statSync(dir);
+    if (!st.isDirectory) throw new InstallError(`${flag}: ${dir} exists and is not a directory`);
+  } catch (e) {
+    if (e instanceof InstallError) throw e;
+    if (!(e instanceof Deno.errors.NotFound)) {
+      throw new InstallError(`${flag}: cannot use ${dir}: ${(e as Error).message}`);
+    }
+  }
+}
+
+/**
+ * Writes `bytes` to `path` atomically: temp file in the same directory (same filesystem),
+ * fsync, chmod, rename over the old file, fsync of the directory.
+ */
+export async function writeAtomic(path: string, bytes: Uint8Array, mode: number): Promise<void> {
+  const dir = path.replace(/\/[^/]*$/, "") || "/";
+  await Deno.mkdir(dir, { recursive: true });
+  const tmp = `${dir}/.${path.slice(dir.length + 1)}.tmp-${Deno.pid}`;
+  const f = await Deno.open(tmp, { write: true, create: true, truncate: true, mode });
+  try {
+    await f.write(bytes).then(async (n) => {
+      let done = n;
+      while (done < bytes.length) done += await f.write(bytes.subarray(done));
+    });
+    await f.sync();
+  } catch (e) {
+    f.close();
+    await Deno.remove(tmp).catch(() => {});
+    throw e;
+  }
+  f.close();
+  await Deno.chmod(tmp, mode);
+  await Deno.rename(tmp, path);
+  try {
+    const d = await Deno.open(dir, { read: true });
+    try {
+      await d.sync();
+    } finally {
+      d.close();
+    }
+  } catch {
+    // some filesystems refuse fsync on a directory; the rename is atomic regardless
+  }
+}
+
+async function readStructured(path: string, flag: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (e) {
+    throw new InstallError(`${flag}: cannot read ${path}: ${(e as Error).message}`);
+  }
+  try {
+    return parseYaml(text);
+  } catch (e) {
+    throw new InstallError(`${flag}: ${path} is not valid JSON/YAML: ${(e as Error).message}`);
+  }
+}
+
+/** Works out the conflist to install from `--conflist`, or from flags and `--config`. */
+export async function resolveConflist(f: InstallFlags): Promise<Conflist> {
+  if (f.conflist !== undefined) {
+    return parseConflist(
+      await readStructured(f.conflist, "--conflist"),
+      `--conflist ${f.conflist}`,
+    );
+  }
+  let daemon: { datapath?: string; socketPath?: string } = {};
+  if (f.config !== undefined) {
+    const r = daemonConfigPart.safeParse(await readStructured(f.config, "--config"));
+    if (!r.success) {
+      const i = r.error.issues[0];
+      throw new InstallError(`--config ${f.config}: ${i.path.join(".")}: ${i.message}`);
+    }
+    daemon = r.data;
+  }
+  return conflistFromFlags(f, daemon);
+}
+
+/** Performs (or, with `dryRun`, describes) the install. Validates everything first. */
+export async function install(f: InstallFlags): Promise<InstallAction[]> {
+  checkTargetDir(f.binDir, "--bin-dir");
+  if (!f.conflistFile.startsWith("/") || f.conflistFile.endsWith("/")) {
+    throw new InstallError(`--conflist-file: "${f.conflistFile}" must be an absolute file path`);
+  }
+  checkTargetDir(f.conflistFile.replace(/\/[^/]*$/, "") || "/", "--conflist-file");
+  const conflist = f.skipConflist ? undefined : await resolveConflist(f);
+  const source = f.skipBinary ? undefined : await pluginSource();
+  const actions: InstallAction[] = [];
+
+  const binPath = `${f.binDir.replace(/\/$/, "")}/vpcni`;
+  if (source) {
+    const detail = source.kind === "executable"
+      ? `copy of ${source.from} (${source.bytes.length} bytes)`
+      : `launcher script for ${source.from} (running from source, not compiled)`;
+    const old = await readIfExists(binPath);
+    if (old && sameBytes(old, source.bytes)) {
+      actions.push({ what: "binary", path: binPath, result: "unchanged", detail });
+    } else if (f.dryRun) {
+      actions.push({ what: "binary", path: binPath, result: "would install", detail });
+    } else {
+      await writeAtomic(binPath, source.bytes, 0o755);
+      actions.push({ what: "binary", path: binPath, result: "installed", detail });
+    }
+  } else {
+    actions.push({ what: "binary", path: binPath, result: "skipped", detail: "--skip-binary" });
+  }
+
+  if (conflist) {
+    const bytes = new TextEncoder().encode(JSON.stringify(conflist, null, 2) + "\n");
+    const detail = `network "${conflist.name}", plugins ${
+      conflist.plugins.map((p) => p.type).join(" → ")
+    }`;
+    const old = await readIfExists(f.conflistFile);
+    if (old && sameBytes(old, bytes)) {
+      actions.push({ what: "conflist", path: f.conflistFile, result: "unchanged", detail });
+    } else if (f.dryRun) {
+      actions.push({
+        what: "conflist",
+        path: f.conflistFile,
+        result: "would write",
+        detail,
+        content: new TextDecoder().decode(bytes),
+      });
+    } else {
+      await writeAtomic(f.conflistFile, bytes, 0o644);
+      actions.push({ what: "conflist", path: f.conflistFile, result: "written", detail });
+    }
+  } else {
+    actions.push({
+      what: "conflist",
+      path: f.conflistFile,
+      result: "skipped",
+      detail: "--skip-conflist",
+    });
+  }
+  return actions;
+}
+
+function collect(value: string, prev: string[]): string[] {
+  return [...prev, value];
+}
 
 /** Adds the `install` verb to the program. */
 export function registerInstall(program: Command): void {
   program.command("install")
-    .description("install the binary and conflist into the CNI directories")
-    .action(() => {
-      throw new Error("vpcni install is not built yet");
+    .description(
+      "install the vpcni binary and conflist into the CNI directories (atomic, idempotent)",
+    )
+    .option("--bin-dir <dir>", "CNI plugin directory", DEFAULT_CNI_BIN_DIR)
+    .option("--conflist-file <path>", "conflist to write", DEFAULT_CNI_CONF_FILE)
+    .option("--conflist <file>", "install this conflist (JSON/YAML) instead of generating one")
+    .option("--config <file>", "daemon config file: take datapath and socket from it")
+    .option("--network-name <name>", "network name in the conflist", "vpcni")
+    .option("--datapath <kind>", `datapath: ${DATAPATHS.join(" | ")} (default ipvlan-l2)`)
+    .option("--mtu <n>", "pod interface MTU", "9001")
+    .option("--service-cidr <cidr>", "service CIDR routed via the host (repeatable)", collect, [])
+    .option("--socket <path>", `IPAM daemon socket (default ${DEFAULT_SOCKET})`)
+    .option("--host-veth-prefix <p>", "host-side veth name prefix", "vpc")
+    .option(
+      "--chain <plugins>",
+      `plugins to chain after vpcni: ${Object.keys(CHAINABLE).join(",")}`,
+    )
+    .option("--cni-version <v>", "cniVersion of the conflist", "1.0.0")
+    .option("--skip-binary", "do not install the binary")
+    .option("--skip-conflist", "do not write the conflist")
+    .option("--dry-run", "print what would be done and change nothing")
+    .option("--json", "machine-readable output")
+    .action(async (f: InstallFlags) => {
+      let actions: InstallAction[];
+      try {
+        actions = await install(f);
+      } catch (e) {
+        if (e instanceof InstallError) {
+          console.error(`vpcni install: ${e.message}`);
+          Deno.exitCode = 2;
+          return;
+        }
+        throw e;
+      }
+      if (f.json) {
+        console.log(JSON.stringify({ dryRun: !!f.dryRun, actions }, null, 2));
+        return;
+      }
+      for (const a of actions) {
+        console.log(`${a.what.padEnd(8)} ${a.path}: ${a.result} (${a.detail})`);
+        if (a.content) console.log(a.content.replace(/^/gm, "  ").trimEnd());
+      }
     });
 }

@@ -1,0 +1,186 @@
+/**
+ * Client-side token buckets per EC2 action, sized like EC2's own request-rate limits so
+ * that the client slows itself down before EC2 starts answering `RequestLimitExceeded`.
+ *
+ * EC2 evaluates each API action separately, with a bucket whose size and refill rate
+ * depend on the action's category. The defaults below are EC2's published defaults
+ * ("Request throttling for the Amazon EC2 API", EC2 developer guide): non-mutating
+ * actions 100 tokens refilled at 20/s; the unfiltered-and-unpaginated subset 50 at 10/s;
+ * mutating actions 50 at 5/s; and a handful of actions with their own numbers
+ * (CreateNetworkInterface, DeleteNetworkInterface, Assign/UnassignPrivateIpAddresses and
+ * ModifyNetworkInterfaceAttribute 100 at 5/s; CreateTags 100 at 10/s).
+ *
+ * @module
+ */
+
+/** Size and refill rate of one bucket. */
+export interface BucketSpec {
+  /** Maximum tokens (the burst). */
+  capacity: number;
+  /** Tokens added per second. */
+  refillPerSecond: number;
+}
+
+/** EC2's request-rate categories that vpcni's actions fall in. */
+export type ActionClass = "nonMutating" | "unfilteredNonMutating" | "mutating";
+
+/** Bucket sizes per category, per-action overrides, and a switch to turn limiting off. */
+export interface BucketConfig {
+  nonMutating: BucketSpec;
+  unfilteredNonMutating: BucketSpec;
+  mutating: BucketSpec;
+  /** Actions whose bucket differs from their category's (EC2 lists these one by one). */
+  actions: Record<string, BucketSpec>;
+  /** `false` disables client-side limiting (every acquire succeeds at once). */
+  enabled: boolean;
+}
+
+/** EC2's published default request-rate buckets (see the module doc for the source). */
+export const DEFAULT_BUCKETS: Readonly<BucketConfig> = Object.freeze({
+  nonMutating: { capacity: 100, refillPerSecond: 20 },
+  unfilteredNonMutating: { capacity: 50, refillPerSecond: 10 },
+  mutating: { capacity: 50, refillPerSecond: 5 },
+  actions: {
+    CreateNetworkInterface: { capacity: 100, refillPerSecond: 5 },
+    DeleteNetworkInterface: { capacity: 100, refillPerSecond: 5 },
+    AssignPrivateIpAddresses: { capacity: 100, refillPerSecond: 5 },
+    UnassignPrivateIpAddresses: { capacity: 100, refillPerSecond: 5 },
+    ModifyNetworkInterfaceAttribute: { capacity: 100, refillPerSecond: 5 },
+    CreateTags: { capacity: 100, refillPerSecond: 10 },
+  },
+  enabled: true,
+});
+
+/** Actions that EC2 charges to the smaller bucket when called without filter or paging. */
+export const UNFILTERED_ACTIONS: ReadonlySet<string> = new Set([
+  "DescribeInstances",
+  "DescribeNetworkInterfaces",
+  "DescribeSecurityGroups",
+]);
+
+/** The category of `action`; `filtered` says whether the request had a filter, ids or paging. */
+export function actionClass(action: string, filtered: boolean): ActionClass {
+  if (/^(Describe|List|Search|Get)/.test(action)) {
+    return !filtered && UNFILTERED_ACTIONS.has(action) ? "unfilteredNonMutating" : "nonMutating";
+  }
+  return "mutating";
+}
+
+/** Merges partial overrides over the defaults, checking every number. */
+export function resolveBuckets(over: Partial<BucketConfig> = {}): BucketConfig {
+  const cfg: BucketConfig = {
+    nonMutating: over.nonMutating ?? DEFAULT_BUCKETS.nonMutating,
+    unfilteredNonMutating: over.unfilteredNonMutating ?? DEFAULT_BUCKETS.unfilteredNonMutating,
+    mutating: over.mutating ?? DEFAULT_BUCKETS.mutating,
+    actions: { ...DEFAULT_BUCKETS.actions, ...over.actions },
+    enabled: over.enabled ?? true,
+  };
+  const check = (name: string, s: BucketSpec) => {
+    if (!(s.capacity >= 1) || !(s.refillPerSecond > 0) || !Number.isFinite(s.capacity)) {
+      throw new RangeError(
+        `bucket ${name}: capacity must be >= 1 and refillPerSecond > 0, got ` +
+          `${s.capacity} and ${s.refillPerSecond}`,
+      );
+    }
+  };
+  check("nonMutating", cfg.nonMutating);
+  check("unfilteredNonMutating", cfg.unfilteredNonMutating);
+  check("mutating", cfg.mutating);
+  for (const [a, s] of Object.entries(cfg.actions)) check(a, s);
+  return cfg;
+}
+
+/** A token bucket; `acquire` waits (in order of arrival) until a token is there. */
+export class TokenBucket {
+  readonly spec: BucketSpec;
+  #tokens: number;
+  #last: number;
+  #tail: Promise<void> = Promise.resolve();
+  #waiting = 0;
+  #now: () => number;
+
+  /** Starts full, as EC2's buckets do. `now` is injectable for tests. */
+  constructor(spec: BucketSpec, now: () => number = () => performance.now()) {
+    this.spec = spec;
+    this.#tokens = spec.capacity;
+    this.#now = now;
+    this.#last = now();
+  }
+
+  #refill(): void {
+    const t = this.#now();
+    this.#tokens = Math.min(
+      this.spec.capacity,
+      this.#tokens + ((t - this.#last) / 1000) * this.spec.refillPerSecond,
+    );
+    this.#last = t;
+  }
+
+  /** Takes a token now if one is there; returns whether it did. */
+  tryTake(): boolean {
+    this.#refill();
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
+  }
+
+  /** Milliseconds until a token will be there (0 when one is there now). */
+  waitMs(): number {
+    this.#refill();
+    return this.#tokens >= 1 ? 0 : ((1 - this.#tokens) / this.spec.refillPerSecond) * 1000;
+  }
+
+  /** Takes a token, waiting for it; resolves to how long it waited in ms. */
+  acquire(): Promise<number> {
+    // Fast path: nobody queued and a token is there — no wait at all.
+    if (this.#waiting === 0 && this.tryTake()) return Promise.resolve(0);
+    this.#waiting++;
+    const start = this.#now();
+    const turn = this.#tail.then(async () => {
+      for (;;) {
+        if (this.tryTake()) return;
+        await new Promise((r) => setTimeout(r, Math.max(1, Math.ceil(this.waitMs()))));
+      }
+    });
+    this.#tail = turn;
+    return turn.then(() => {
+      this.#waiting--;
+      return this.#now() - start;
+    });
+  }
+
+  /** Tokens available now (fractional). */
+  get tokens(): number {
+    this.#refill();
+    return this.#tokens;
+  }
+}
+
+/** One bucket per action, created on first use from a {@linkcode BucketConfig}. */
+export class ActionLimiter {
+  readonly config: BucketConfig;
+  #buckets = new Map<string, TokenBucket>();
+
+  /** Creates a limiter over `over` merged with the defaults. */
+  constructor(over: Partial<BucketConfig> = {}) {
+    this.config = resolveBuckets(over);
+  }
+
+  /** The bucket spec used for `action` in category `cls`. */
+  specFor(action: string, cls: ActionClass): BucketSpec {
+    return this.config.actions[action] ?? this.config[cls];
+  }
+
+  /** Waits for a token of `action`'s bucket; resolves to the wait in ms. */
+  acquire(action: string, filtered: boolean): Promise<number> {
+    if (!this.config.enabled) return Promise.resolve(0);
+    const cls = actionClass(action, filtered);
+    const key = `${action}/${cls}`;
+    let b = this.#buckets.get(key);
+    if (!b) {
+      b = new TokenBucket(this.specFor(action, cls));
+      this.#buckets.set(key, b);
+    }
+    return b.acquire();
+  }
+}

@@ -1,0 +1,426 @@
+/**
+ * Benchmark: the CNI plugin against the reference `ptp` + `host-local` plugins, side by side
+ * in one run, each exec'd the way a container runtime execs it (environment + stdin, wall
+ * time from spawn to exit):
+ *
+ * - single pod: ADD then DEL of one pod, median of `--pairs` pairs (alternating sides);
+ * - 50 concurrent ADDs: wall time until all 50 have answered, median of `--rounds` rounds
+ *   (the pods are DELeted between rounds, untimed);
+ * - peak RSS of one ADD per side (`/usr/bin/time -f %M`);
+ * - vpcni's time per verb beyond an empty `deno run` start.
+ *
+ * vpcni runs as installed today: the `vpcni` launcher script in CNI_PATH, `exec deno run
+ * --allow-all --no-check main.ts`. It is measured twice: with `ipam: host-local` delegation
+ * (same IPAM work as the peer) and with addresses from the IPAM daemon protocol, served
+ * by the stand-in daemon of tests/helpers/ipam_standin.ts in this process (no EC2 work).
+ * Both use the veth datapath.
+ *
+ * Everything runs in a netns the bench creates (`vcnb…`): the timing loop re-executes this
+ * file inside that "node" netns so no `ip netns exec` sits in the measured path.
+ *
+ * Run alone: `deno run -A bench/cni/cni_bench.ts [--pairs=21] [--rounds=3] [--json]` (root).
+ *
+ * @module
+ */
+import { makeCniBinDir } from "../../tests/helpers/cni_launcher.ts";
+import { startIpamStandin } from "../../tests/helpers/ipam_standin.ts";
+
+/** Figures for one side of a comparison. */
+export interface SideFigures {
+  /** Median ADD then DEL of one pod, ms. */
+  pairMs: number;
+  /** Median ADD, ms. */
+  addMs: number;
+  /** Median DEL, ms. */
+  delMs: number;
+  /** Median wall time of 50 concurrent ADDs, ms. */
+  concurrent50Ms: number;
+  /** Peak RSS of one ADD process, KiB. */
+  peakRssKiB: number;
+}
+
+/** The result of {@linkcode benchCni}. */
+export interface CniBenchResult {
+  pairs: number;
+  rounds: number;
+  /** Median wall time of `deno run` of an empty script, ms. */
+  emptyDenoMs: number;
+  ptp: SideFigures;
+  vpcniHostLocal: SideFigures;
+  vpcniDaemon: SideFigures;
+  /** vpcni + host-local, the plugin code run from one `deno bundle` file. */
+  vpcniBundleHostLocal: SideFigures;
+  /** vpcni / ptp ratios (target: single ≤ 1.5, concurrent ≤ 2.0). */
+  ratios: {
+    hostLocal: { single: number; concurrent50: number; rss: number };
+    daemon: { single: number; concurrent50: number; rss: number };
+    bundleHostLocal: { single: number; concurrent50: number; rss: number };
+  };
+  /** vpcni time per verb beyond an empty Deno start, ms. */
+  beyondEmptyStart: {
+    hostLocal: { add: number; del: number };
+    daemon: { add: number; del: number };
+  };
+  /** 1-minute load average before and after the run: the machine is shared. */
+  loadAverage: string;
+  /** Markdown rows for bench/RESULTS.md. */
+  markdown: string;
+  /** The command that reproduces the figures. */
+  command: string;
+}
+
+const CONCURRENT = 50;
+const STANDIN_ENI_MAC = "02:00:00:77:00:01";
+const decoder = new TextDecoder();
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+const round1 = (x: number) => Math.round(x * 10) / 10;
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
+async function sh(cmd: string[]): Promise<string> {
+  const out = await new Deno.Command(cmd[0], {
+    args: cmd.slice(1),
+    stdout: "piped",
+    stderr: "piped",
+  })
+    .output();
+  if (!out.success) throw new Error(`${cmd.join(" ")}: ${decoder.decode(out.stderr)}`);
+  return decoder.decode(out.stdout);
+}
+
+/** One plugin invocation as a runtime makes it; returns wall ms. */
+async function execPlugin(
+  path: string,
+  env: Record<string, string>,
+  stdin: string,
+  wrap: string[] = [],
+): Promise<{ ms: number; stdout: string; stderr: string }> {
+  const argv = [...wrap, path];
+  const t0 = performance.now();
+  const child = new Deno.Command(argv[0], {
+    args: argv.slice(1),
+    env,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const w = child.stdin.getWriter();
+  await w.write(new TextEncoder().encode(stdin));
+  await w.close();
+  const out = await child.output();
+  const ms = performance.now() - t0;
+  const stdout = decoder.decode(out.stdout);
+  const stderr = decoder.decode(out.stderr);
+  if (!out.success) throw new Error(`${path} ${env.CNI_COMMAND} failed: ${stdout} ${stderr}`);
+  return { ms, stdout, stderr };
+}
+
+type SideName = "ptp" | "vpcniHostLocal" | "vpcniDaemon" | "vpcniBundleHostLocal";
+
+interface Side {
+  name: SideName;
+  plugin: string;
+  config: (dir: string) => string;
+}
+
+/** Runs inside the node netns: every timing. Prints the figures as JSON. */
+async function inner(pairs: number, rounds: number): Promise<void> {
+  const bin = await makeCniBinDir();
+  const dir = await Deno.makeTempDir({ prefix: "vcnb-" });
+  const socket = `${dir}/ipam.sock`;
+  const addresses = Array.from({ length: 200 }, (_, i) => `10.77.${1 + (i >> 8)}.${(i & 255) + 2}`);
+  const standin = startIpamStandin({
+    socket,
+    addresses,
+    subnetCidr: "10.77.0.0/16",
+    gateway: "10.77.0.1",
+  });
+  const podPrefix = `vcnb${Deno.pid % 10000}p`;
+  const pods: string[] = [];
+  try {
+    for (let i = 0; i < CONCURRENT; i++) {
+      pods.push(`${podPrefix}${i}`);
+      await sh(["ip", "netns", "add", `${podPrefix}${i}`]);
+    }
+    // The same plugin code as one `deno bundle` file: what the issue's "run from a bundle"
+    // option would ship.
+    const entry = `${dir}/entry.ts`;
+    await Deno.writeTextFile(
+      entry,
+      `import { runPlugin } from "${new URL("../../cni/plugin.ts", import.meta.url).pathname}";\n` +
+        "Deno.exit(await runPlugin());\n",
+    );
+    await sh(["deno", "bundle", "--quiet", "--platform=deno", "-o", `${dir}/plugin.js`, entry]);
+    const bundled = `${bin.dir}/vpcni-bundle`;
+    await Deno.writeTextFile(
+      bundled,
+      `#!/bin/sh\nexec deno run --allow-all --no-check ${dir}/plugin.js "$@"\n`,
+      { mode: 0o755 },
+    );
+    const hostLocal = (subnet: string) => ({
+      type: "host-local",
+      ranges: [[{ subnet }]],
+      dataDir: `${dir}/hl`,
+    });
+    const sides: Side[] = [
+      {
+        name: "ptp",
+        plugin: `${bin.dir}/ptp`,
+        config: () =>
+          JSON.stringify({
+            cniVersion: "1.1.0",
+            name: "vcnb-ptp",
+            type: "ptp",
+            ipMasq: false,
+            mtu: 9001,
+            ipam: hostLocal("10.91.0.0/24"),
+          }),
+      },
+      {
+        name: "vpcniHostLocal",
+        plugin: bin.vpcni,
+        config: () =>
+          JSON.stringify({
+            cniVersion: "1.1.0",
+            name: "vcnb-hl",
+            type: "vpcni",
+            datapath: "veth",
+            mtu: 9001,
+            ipam: hostLocal("10.92.0.0/24"),
+          }),
+      },
+      {
+        name: "vpcniDaemon",
+        plugin: bin.vpcni,
+        config: () =>
+          JSON.stringify({
+            cniVersion: "1.1.0",
+            name: "vcnb-d",
+            type: "vpcni",
+            datapath: "veth",
+            mtu: 9001,
+            daemonSocket: socket,
+          }),
+      },
+      {
+        name: "vpcniBundleHostLocal",
+        plugin: bundled,
+        config: () =>
+          JSON.stringify({
+            cniVersion: "1.1.0",
+            name: "vcnb-bhl",
+            type: "vpcni",
+            datapath: "veth",
+            mtu: 9001,
+            ipam: hostLocal("10.93.0.0/24"),
+          }),
+      },
+    ];
+    const env = (cmd: string, i: number) => ({
+      CNI_COMMAND: cmd,
+      CNI_CONTAINERID: `vcnb-${i}`,
+      CNI_NETNS: `/run/netns/${pods[i]}`,
+      CNI_IFNAME: "eth0",
+      CNI_PATH: bin.dir,
+      PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+    });
+
+    // Warm-up: one pair per side (fills Deno's module cache, page cache).
+    for (const s of sides) {
+      await execPlugin(s.plugin, env("ADD", 0), s.config(dir));
+      await execPlugin(s.plugin, env("DEL", 0), s.config(dir));
+    }
+
+    const empty = `${dir}/empty.ts`;
+    await Deno.writeTextFile(empty, "");
+    const emptyMs: number[] = [];
+    const samples: Record<string, { add: number[]; del: number[]; conc: number[] }> = {};
+    for (const s of sides) samples[s.name] = { add: [], del: [], conc: [] };
+    for (let p = 0; p < pairs; p++) {
+      const t0 = performance.now();
+      await new Deno.Command("deno", {
+        args: ["run", "--no-check", empty],
+        stdout: "null",
+        stderr: "null",
+      })
+        .output();
+      emptyMs.push(performance.now() - t0);
+      for (const s of sides) {
+        samples[s.name].add.push((await execPlugin(s.plugin, env("ADD", 0), s.config(dir))).ms);
+        samples[s.name].del.push((await execPlugin(s.plugin, env("DEL", 0), s.config(dir))).ms);
+      }
+    }
+    for (let r = 0; r < rounds; r++) {
+      for (const s of sides) {
+        const t0 = performance.now();
+        await Promise.all(pods.map((_, i) => execPlugin(s.plugin, env("ADD", i), s.config(dir))));
+        samples[s.name].conc.push(performance.now() - t0);
+        await Promise.all(pods.map((_, i) => execPlugin(s.plugin, env("DEL", i), s.config(dir))));
+      }
+    }
+    const rss: Record<string, number> = {};
+    for (const s of sides) {
+      const r = await execPlugin(s.plugin, env("ADD", 1), s.config(dir), [
+        "/usr/bin/time",
+        "-f",
+        "vcnb-rss %M",
+      ]);
+      rss[s.name] = Number(/vcnb-rss (\d+)/.exec(r.stderr)?.[1] ?? NaN);
+      await execPlugin(s.plugin, env("DEL", 1), s.config(dir));
+    }
+    const figures: Record<string, SideFigures> = {};
+    for (const s of sides) {
+      const x = samples[s.name];
+      figures[s.name] = {
+        pairMs: round1(median(x.add.map((a, i) => a + x.del[i]))),
+        addMs: round1(median(x.add)),
+        delMs: round1(median(x.del)),
+        concurrent50Ms: round1(median(x.conc)),
+        peakRssKiB: rss[s.name],
+      };
+    }
+    console.log(JSON.stringify({ emptyDenoMs: round1(median(emptyMs)), figures }));
+  } finally {
+    await standin.close();
+    for (const p of pods) await sh(["ip", "netns", "del", p]).catch(() => {});
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    await bin.remove();
+  }
+}
+
+/** Runs the whole benchmark (root): creates the node netns and times inside it. */
+export async function benchCni(
+  opts: { pairs?: number; rounds?: number } = {},
+): Promise<CniBenchResult> {
+  const pairs = Math.max(20, opts.pairs ?? 21);
+  const rounds = Math.max(1, opts.rounds ?? 3);
+  const node = `vcnb${Deno.pid % 10000}n`;
+  const load = async () => (await Deno.readTextFile("/proc/loadavg")).split(" ")[0];
+  const loadBefore = await load();
+  await sh(["ip", "netns", "add", node]);
+  try {
+    await sh(["ip", "-n", node, "link", "set", "lo", "up"]);
+    // The stand-in daemon reports its addresses on a primary ENI with this MAC.
+    await sh([
+      "ip",
+      "-n",
+      node,
+      "link",
+      "add",
+      "eth0",
+      "address",
+      STANDIN_ENI_MAC,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      "eth0p",
+    ]);
+    for (const l of ["eth0", "eth0p"]) await sh(["ip", "-n", node, "link", "set", l, "up"]);
+    const self = new URL(import.meta.url).pathname;
+    const out = await sh([
+      "ip",
+      "netns",
+      "exec",
+      node,
+      "deno",
+      "run",
+      "-A",
+      "--no-check",
+      self,
+      "--inner",
+      `--pairs=${pairs}`,
+      `--rounds=${rounds}`,
+    ]);
+    const { emptyDenoMs, figures } = JSON.parse(out.trim().split("\n").pop()!) as {
+      emptyDenoMs: number;
+      figures: Record<SideName, SideFigures>;
+    };
+    const ratio = (v: SideFigures) => ({
+      single: round2(v.pairMs / figures.ptp.pairMs),
+      concurrent50: round2(v.concurrent50Ms / figures.ptp.concurrent50Ms),
+      rss: round2(v.peakRssKiB / figures.ptp.peakRssKiB),
+    });
+    const beyond = (v: SideFigures) => ({
+      add: round1(v.addMs - emptyDenoMs),
+      del: round1(v.delMs - emptyDenoMs),
+    });
+    const command = `deno run -A bench/cni/cni_bench.ts --pairs=${pairs} --rounds=${rounds}`;
+    const row = (label: string, v: SideFigures, r?: ReturnType<typeof ratio>) =>
+      `| ${label} | ${v.pairMs} | ${v.addMs} / ${v.delMs} | ${v.concurrent50Ms} | ${
+        Math.round(v.peakRssKiB / 1024)
+      } MiB | ` +
+      (r ? `${r.single} | ${r.concurrent50} |` : "1 | 1 |");
+    const markdown = [
+      "| CNI plugin (veth datapath) | ADD+DEL ms (median) | ADD / DEL ms | 50 concurrent ADDs ms | peak RSS | single ratio | 50-ADD ratio |",
+      "|---|---|---|---|---|---|---|",
+      row("reference ptp + host-local", figures.ptp),
+      row("vpcni + host-local delegation", figures.vpcniHostLocal, ratio(figures.vpcniHostLocal)),
+      row(
+        "vpcni + IPAM daemon protocol (stand-in daemon)",
+        figures.vpcniDaemon,
+        ratio(figures.vpcniDaemon),
+      ),
+      row(
+        "vpcni from one `deno bundle` file + host-local",
+        figures.vpcniBundleHostLocal,
+        ratio(figures.vpcniBundleHostLocal),
+      ),
+      `| empty \`deno run\` | ${emptyDenoMs} per start | | | | | |`,
+    ].join("\n");
+    return {
+      loadAverage: `${loadBefore} → ${await load()}`,
+      pairs,
+      rounds,
+      emptyDenoMs,
+      ptp: figures.ptp,
+      vpcniHostLocal: figures.vpcniHostLocal,
+      vpcniDaemon: figures.vpcniDaemon,
+      vpcniBundleHostLocal: figures.vpcniBundleHostLocal,
+      ratios: {
+        hostLocal: ratio(figures.vpcniHostLocal),
+        daemon: ratio(figures.vpcniDaemon),
+        bundleHostLocal: ratio(figures.vpcniBundleHostLocal),
+      },
+      beyondEmptyStart: {
+        hostLocal: beyond(figures.vpcniHostLocal),
+        daemon: beyond(figures.vpcniDaemon),
+      },
+      markdown,
+      command,
+    };
+  } finally {
+    await sh(["ip", "netns", "del", node]).catch(() => {});
+  }
+}
+
+if (import.meta.main) {
+  const flag = (name: string) => Deno.args.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
+  const pairs = Number(flag("pairs") ?? 21);
+  const rounds = Number(flag("rounds") ?? 3);
+  if (Deno.args.includes("--inner")) {
+    await inner(pairs, rounds);
+  } else {
+    const r = await benchCni({ pairs, rounds });
+    if (Deno.args.includes("--json")) console.log(JSON.stringify(r, null, 2));
+    else {
+      console.log(r.markdown);
+      console.log(
+        `\nratios vs ptp+host-local — host-local delegation: single ${r.ratios.hostLocal.single}, ` +
+          `50 concurrent ${r.ratios.hostLocal.concurrent50}; daemon: single ${r.ratios.daemon.single}, ` +
+          `50 concurrent ${r.ratios.daemon.concurrent50}; bundle + host-local: single ` +
+          `${r.ratios.bundleHostLocal.single}, 50 concurrent ${r.ratios.bundleHostLocal.concurrent50} ` +
+          `(targets ≤ 1.5, ≤ 2.0; load average ${r.loadAverage})`,
+      );
+      console.log(
+        `vpcni beyond an empty Deno start (${r.emptyDenoMs} ms): host-local ADD +${r.beyondEmptyStart.hostLocal.add} ms, ` +
+          `DEL +${r.beyondEmptyStart.hostLocal.del} ms; daemon ADD +${r.beyondEmptyStart.daemon.add} ms, DEL +${r.beyondEmptyStart.daemon.del} ms`,
+      );
+    }
+  }
+}

@@ -1,0 +1,152 @@
+/**
+ * Host-level setup shared by every pod of an ENI: forwarding, the ENI link (up, MTU), and
+ * its route table T(E). Idempotent: it reads first and changes only what differs, so ADD can
+ * call it every time.
+ *
+ * @module
+ */
+import {
+  deleteRoute,
+  findLink,
+  findLinkByMac,
+  isNotFound,
+  type Link,
+  listAddresses,
+  listRoutes,
+  MAIN_TABLE,
+  type NetlinkSocket,
+  readSysctl,
+  replaceRoute,
+  setLinkMtu,
+  setLinkUp,
+  writeSysctl,
+} from "../../netlink/mod.ts";
+import { DatapathError, DatapathInputError } from "./errors.ts";
+import { canonicalDst } from "./ipv4.ts";
+import { eniTable } from "./naming.ts";
+import type { PlannedRoute } from "./plan.ts";
+import type { DatapathConfig, EniInfo, PodAddress } from "./types.ts";
+
+/** Sysctls every datapath needs on the host: pods' packets are forwarded. */
+export const HOST_SYSCTLS: ReadonlyArray<readonly [string, string]> = [
+  ["net.ipv4.ip_forward", "1"],
+];
+
+/** Sets the host sysctls that differ from what the datapath needs. */
+export function ensureHostSysctls(): void {
+  for (const [key, value] of HOST_SYSCTLS) {
+    if (readSysctl(key) !== value) writeSysctl(key, value);
+  }
+}
+
+/** The link of an ENI on this host, found by its MAC; throws when it is not there. */
+export function eniLink(s: NetlinkSocket, eni: EniInfo): Link {
+  const link = findLinkByMac(s, eni.mac);
+  if (!link) {
+    throw new DatapathError(
+      `host: find the link of ${eni.id}`,
+      new Error(`no link has MAC ${eni.mac}; is the ENI attached to this instance?`),
+    );
+  }
+  return link;
+}
+
+/** The routes T(E) holds for an ENI other than the primary: gateway, default, subnet. */
+export function eniTableRoutes(eni: EniInfo, linkName: string): PlannedRoute[] {
+  const table = eniTable(eni);
+  return [
+    { dst: `${eni.gateway}/32`, dev: linkName, scope: "link", table },
+    { dst: "default", gateway: eni.gateway, dev: linkName, scope: "universe", table },
+    { dst: canonicalDst(eni.subnetCidr), dev: linkName, scope: "link", table },
+  ];
+}
+
+/**
+ * Brings the ENI link up with the right MTU and fills T(E). `needMtu` is the least MTU the
+ * link must have: secondary ENIs are set to exactly `cfg.mtu`, the primary (which carries
+ * the node's own traffic) is only ever raised, and only when ipvlan slaves need it.
+ */
+export function ensureEni(s: NetlinkSocket, cfg: DatapathConfig, eni: EniInfo): Link {
+  const link = eniLink(s, eni);
+  const primary = eni.primary || eni.deviceIndex === 0;
+  const step = (what: string, fn: () => void) => {
+    try {
+      fn();
+    } catch (e) {
+      throw new DatapathError(`host: ${what} ${link.name} (${eni.id})`, e);
+    }
+  };
+  const wantMtu = primary
+    ? (cfg.kind === "veth" ? link.mtu : Math.max(link.mtu, cfg.mtu))
+    : cfg.mtu;
+  if (link.mtu !== wantMtu) step(`set MTU ${wantMtu} on`, () => setLinkMtu(s, link.index, wantMtu));
+  if (!link.up) step("set up", () => setLinkUp(s, link.index));
+  if (primary) return link;
+
+  const want = eniTableRoutes(eni, link.name);
+  const have = listRoutes(s, { table: want[0].table, family: 4 });
+  for (const r of want) {
+    const ok = have.some((h) =>
+      h.dst === r.dst && h.dev === link.index && (h.gateway ?? "") === (r.gateway ?? "")
+    );
+    if (!ok) {
+      step(
+        `add route ${r.dst} table ${r.table} via`,
+        () => replaceRoute(s, { ...r, dev: link.index }),
+      );
+    }
+  }
+  // The subnet route belongs in T(E) only; one in main (from an address on the ENI) would
+  // send replies for this subnet out of the wrong ENI.
+  const subnet = canonicalDst(eni.subnetCidr);
+  for (const r of listRoutes(s, { table: MAIN_TABLE, family: 4, dev: link.index })) {
+    if (r.dst === subnet && !r.gateway) {
+      try {
+        deleteRoute(s, { dst: r.dst, dev: link.index, table: MAIN_TABLE });
+      } catch (e) {
+        if (!isNotFound(e)) throw new DatapathError(`host: remove ${subnet} from main`, e);
+      }
+    }
+  }
+  return { ...link, mtu: wantMtu, up: true };
+}
+
+/**
+ * The ipvlan parent: the ENI's link, else `address.master`, else the link of the main
+ * table's default route. Its MTU must allow the pod's.
+ */
+export function resolveParent(s: NetlinkSocket, cfg: DatapathConfig, a: PodAddress): Link {
+  let link: Link | undefined;
+  if (a.eni) link = eniLink(s, a.eni);
+  else if (a.master) {
+    link = findLink(s, a.master);
+    if (!link) throw new DatapathInputError(`master ${a.master} does not exist on this host`);
+  } else {
+    const def = listRoutes(s, { table: MAIN_TABLE, family: 4 }).find((r) =>
+      r.dst === "default" && r.dev !== undefined
+    );
+    link = def?.dev !== undefined ? findLink(s, def.dev) : undefined;
+    if (!link) {
+      throw new DatapathInputError(
+        "no ENI and no master given, and the host has no default route to take the ipvlan parent from",
+      );
+    }
+  }
+  if (link.mtu < cfg.mtu) {
+    throw new DatapathInputError(
+      `ipvlan parent ${link.name} has MTU ${link.mtu}, below the configured mtu ${cfg.mtu}`,
+    );
+  }
+  return link;
+}
+
+/**
+ * The node addresses routed over the host veth in ipvlan pods: `cfg.nodeIps`, or when that
+ * is empty every global IPv4 address of the host.
+ */
+export function nodeIpsOf(s: NetlinkSocket, cfg: DatapathConfig): string[] {
+  if (cfg.nodeIps.length > 0) return cfg.nodeIps;
+  return listAddresses(s, { family: 4 }).filter((a) => a.scope === "universe").map((a) =>
+    a.address
+  );
+}

@@ -1,0 +1,184 @@
+/**
+ * The pod datapaths: `veth`, `ipvlan-l2` and `ipvlan-l3s` (shared/DESIGN.md, "The
+ * datapaths"). The CNI plugin calls {@linkcode attachPod} on ADD, {@linkcode detachPod} on
+ * DEL and {@linkcode checkPod} on CHECK. All synchronous (netlink over blocking FFI); no npm
+ * imports.
+ *
+ * @module
+ */
+import { getLink, listRoutes, NetlinkSocket, netnsExists, readSysctl } from "../../netlink/mod.ts";
+import { applyPlan, type Sockets } from "./apply.ts";
+import { checkPlan, routeProblem } from "./check.ts";
+import { deleteHostVeth, deletePodLinks, deletePodRules, podIpOfHostVeth } from "./detach.ts";
+import { DatapathError, DatapathInputError } from "./errors.ts";
+import {
+  eniLink,
+  eniTableRoutes,
+  ensureEni,
+  ensureHostSysctls,
+  HOST_SYSCTLS,
+  nodeIpsOf,
+  resolveParent,
+} from "./host.ts";
+import { hostVethName, podTempName } from "./naming.ts";
+import { type HostFacts, type Plan, planAttachment } from "./plan.ts";
+import type {
+  AttachResult,
+  DatapathConfig,
+  EniInfo,
+  PodAttachment,
+  PodDetachment,
+} from "./types.ts";
+import { validateAttachment, validateConfig, validateDetachment } from "./validate.ts";
+
+export * from "./types.ts";
+export { DatapathError, DatapathInputError } from "./errors.ts";
+export { hostVethName } from "./naming.ts";
+
+function openPod(netns: string): NetlinkSocket {
+  if (!netnsExists(netns)) throw new DatapathInputError(`netns ${netns} does not exist`);
+  try {
+    return NetlinkSocket.openIn(netns);
+  } catch (e) {
+    throw new DatapathError(`pod: open netns ${netns}`, e);
+  }
+}
+
+function withSockets<T>(netns: string, fn: (s: Sockets) => T): T {
+  const host = NetlinkSocket.open();
+  try {
+    const pod = openPod(netns);
+    try {
+      return fn({ host, pod, netns });
+    } finally {
+      pod.close();
+    }
+  } finally {
+    host.close();
+  }
+}
+
+function hostFacts(s: Sockets, cfg: DatapathConfig, pod: PodAttachment): HostFacts {
+  if (cfg.kind === "veth") return { nodeIps: [] };
+  const parent = resolveParent(s.host, cfg, pod.address);
+  return {
+    parentIndex: parent.index,
+    nodeIps: nodeIpsOf(s.host, cfg),
+    eniLinkName: pod.address.eni ? parent.name : undefined,
+  };
+}
+
+/**
+ * ADD: wires the pod into the host with datapath `cfg.kind`. Host setup for the pod's ENI
+ * is done first (idempotent, shared with other pods, never undone). On any failure
+ * everything this call made for the pod is removed before the error is thrown.
+ */
+export function attachPod(cfg: DatapathConfig, pod: PodAttachment): AttachResult {
+  validateConfig(cfg);
+  validateAttachment(pod);
+  return withSockets(pod.netns, (s) => {
+    ensureHostSysctls();
+    if (pod.address.eni) ensureEni(s.host, cfg, pod.address.eni);
+    const plan = planAttachment(cfg, pod, hostFacts(s, cfg, pod));
+    applyPlan(plan, s);
+    try {
+      return resultOf(plan, s, pod.netns);
+    } catch (e) {
+      detachPod(cfg, pod);
+      throw new DatapathError("read back the attachment", e);
+    }
+  });
+}
+
+function resultOf(plan: Plan, s: Sockets, netns: string): AttachResult {
+  const mtu = plan.links[0].mtu;
+  return {
+    interfaces: [
+      { name: plan.hostVeth, mac: getLink(s.host, plan.hostVeth).mac, mtu },
+      { name: plan.podIf, mac: getLink(s.pod, plan.podIf).mac, sandbox: netns, mtu },
+    ],
+    ips: [{ address: plan.podCidr, gateway: plan.podGateway, interface: 1 }],
+    routes: plan.resultRoutes,
+  };
+}
+
+/**
+ * DEL: removes the pod's links (which take their addresses, routes and neighbours along)
+ * and its host rules. Idempotent: a missing netns, link or rule is not an error. Without
+ * `address`, the pod IP is read back from the host veth's route while it still exists.
+ */
+export function detachPod(cfg: DatapathConfig, pod: PodDetachment): void {
+  validateDetachment(pod);
+  const hostVeth = hostVethName(cfg.hostVethPrefix, pod.containerId, pod.ifName);
+  const host = NetlinkSocket.open();
+  try {
+    const ip = pod.address?.ip ?? podIpOfHostVeth(host, hostVeth);
+    deletePodLinks(
+      pod.netns,
+      [pod.ifName, podTempName(pod.containerId, pod.ifName)],
+      (p) => NetlinkSocket.openIn(p),
+    );
+    deleteHostVeth(host, hostVeth);
+    if (ip) deletePodRules(host, ip);
+  } finally {
+    host.close();
+  }
+}
+
+/**
+ * CHECK: every object the attachment should have, and the host setup of its ENI; returns
+ * one line per problem, [] when healthy.
+ */
+export function checkPod(cfg: DatapathConfig, pod: PodAttachment): string[] {
+  validateConfig(cfg);
+  validateAttachment(pod);
+  if (!netnsExists(pod.netns)) return [`pod: netns ${pod.netns} does not exist`];
+  return withSockets(pod.netns, (s) => {
+    const problems: string[] = [];
+    for (const [key, value] of HOST_SYSCTLS) {
+      const v = readSysctl(key);
+      if (v !== value) problems.push(`host: sysctl ${key} is ${v}, expected ${value}`);
+    }
+    const eni = pod.address.eni;
+    let facts: HostFacts = { nodeIps: [] };
+    try {
+      if (eni) problems.push(...checkEni(s, eni));
+      facts = hostFacts(s, cfg, pod);
+    } catch (e) {
+      problems.push(`host: ${e instanceof Error ? e.message : e}`);
+      if (cfg.kind !== "veth") facts = { parentIndex: -1, nodeIps: nodeIpsOf(s.host, cfg) };
+    }
+    const plan = planAttachment(cfg, pod, facts);
+    problems.push(...checkPlan(plan, s, facts.parentIndex === -1 ? undefined : facts.parentIndex));
+    return problems;
+  });
+}
+
+function checkEni(s: Sockets, eni: EniInfo): string[] {
+  const link = eniLink(s.host, eni);
+  const problems: string[] = [];
+  if (!link.up) problems.push(`host: ENI link ${link.name} (${eni.id}) is down`);
+  if (eni.primary || eni.deviceIndex === 0) return problems;
+  const want = eniTableRoutes(eni, link.name);
+  const have = listRoutes(s.host, { table: want[0].table, family: 4 });
+  for (const r of want) {
+    const p = routeProblem(r, have, link);
+    if (p) problems.push(`host: ${p}`);
+  }
+  return problems;
+}
+
+/**
+ * Host setup, idempotent: forwarding on; with `eni`, its link up with the right MTU and
+ * its table T(E) filled (primary ENI: main, nothing to add).
+ */
+export function prepareHost(cfg: DatapathConfig, eni?: EniInfo): void {
+  validateConfig(cfg);
+  const host = NetlinkSocket.open();
+  try {
+    ensureHostSysctls();
+    if (eni) ensureEni(host, cfg, eni);
+  } finally {
+    host.close();
+  }
+}

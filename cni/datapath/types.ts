@@ -1,0 +1,85 @@
+/**
+ * Shapes of the datapath API: what the CNI plugin hands to {@linkcode attachPod} and friends
+ * in `cni/datapath/mod.ts`, and what it gets back. Types and constants only; no npm imports
+ * (the plugin loads this on its hot path).
+ *
+ * @module
+ */
+import type { EniInfo } from "../ipam_protocol.ts";
+
+export type { EniInfo };
+
+/** Which datapath wires the pod: see shared/DESIGN.md, "The datapaths". */
+export type DatapathKind = "ipvlan-l2" | "ipvlan-l3s" | "veth";
+
+/** Every datapath kind, for config validation. */
+export const DATAPATH_KINDS: readonly DatapathKind[] = ["ipvlan-l2", "ipvlan-l3s", "veth"];
+
+/** Datapath settings from the network configuration. */
+export interface DatapathConfig {
+  /** Which datapath to build. */
+  kind: DatapathKind;
+  /** MTU of the pod interface (and of the host veth; the ENI link for ipvlan). */
+  mtu: number;
+  /** ipvlan: CIDRs routed over the unnumbered host veth (kube-proxy ClusterIPs). */
+  serviceCidrs: string[];
+  /** ipvlan: node addresses routed over the host veth (kubelet probes, hostNetwork pods). */
+  nodeIps: string[];
+  /** Host-side link name prefix (default "vpc"); the name is prefix + 11 hex chars of a hash. */
+  hostVethPrefix: string;
+}
+
+/** Where the pod's IP comes from (a daemon allocation or a delegated IPAM plugin). */
+export interface PodAddress {
+  /** The pod's IPv4 address, without prefix, e.g. "10.0.1.23". */
+  ip: string;
+  /** Prefix length of the subnet (ipvlan puts it on the pod side; veth always uses /32). */
+  prefixLen: number;
+  /** The subnet's gateway. */
+  gateway: string;
+  /** The ENI that owns `ip`; absent means the primary ENI and the main table. */
+  eni?: EniInfo;
+  /** ipvlan parent link name when `eni` is absent (default: the link of the default route). */
+  master?: string;
+}
+
+/** One pod attachment to build (ADD) or verify (CHECK). */
+export interface PodAttachment {
+  containerId: string;
+  ifName: string;
+  /** Path of the pod's network namespace, e.g. /var/run/netns/cni-…. */
+  netns: string;
+  address: PodAddress;
+}
+
+/** One pod attachment to tear down (DEL); anything may be missing. */
+export interface PodDetachment {
+  containerId: string;
+  ifName: string;
+  netns?: string;
+  address?: PodAddress;
+}
+
+/** What ADD built: enough for the plugin to write a CNI result of any version. */
+export interface AttachResult {
+  /** Host-side link first (no sandbox), then the pod interface (sandbox = netns path). */
+  interfaces: { name: string; mac: string; sandbox?: string; mtu?: number }[];
+  /** `address` is a CIDR; `interface` indexes `interfaces`. */
+  ips: { address: string; gateway?: string; interface: number }[];
+  routes: { dst: string; gw?: string }[];
+}
+
+/** Priority of `to <podIP> lookup main`: traffic to a pod always uses the main table. */
+export const RULE_PRIORITY_TO_POD = 1000;
+
+/** Priority of `from <podIP> lookup T(E)`: pod traffic leaves by its own ENI. */
+export const RULE_PRIORITY_FROM_POD = 2000;
+
+/** T(E) = ENI_TABLE_BASE + device index, for every ENI but the primary (which uses main). */
+export const ENI_TABLE_BASE = 100;
+
+/** The main routing table. */
+export const MAIN_TABLE_ID = 254;
+
+/** The link-local gateway the veth datapath gives every pod. */
+export const VETH_POD_GATEWAY = "169.254.1.1";

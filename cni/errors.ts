@@ -1,0 +1,96 @@
+/**
+ * CNI error codes and the error the plugin throws. Every failure the runtime sees is a
+ * {@linkcode CniError}: `runPlugin` prints it as the spec's error JSON on stdout.
+ *
+ * Well-known codes (0–99) come from the CNI specification. vpcni's own codes start at 100:
+ *
+ * | code | name                | meaning                                                           |
+ * |------|---------------------|-------------------------------------------------------------------|
+ * | 100  | DATAPATH_FAILED     | the kernel refused a link, address, route, rule or neighbour      |
+ * | 101  | CHECK_FAILED        | CHECK found an object missing or wrong; `details` lists each one   |
+ * | 102  | DAEMON_PROTOCOL     | the IPAM daemon answered outside the plugin↔daemon protocol       |
+ * | 103  | IPAM_PLUGIN_FAILED  | a delegated IPAM plugin failed without a CNI error of its own     |
+ * | 104  | RESERVATION_MISMATCH| CHECK: the daemon holds another address than `prevResult` shows   |
+ * | 105  | NO_IPV4_ADDRESS     | the IPAM result holds no IPv4 address for the pod                  |
+ * | 999  | INTERNAL            | an unexpected exception (a bug); `details` holds the stack        |
+ *
+ * @module
+ */
+
+/** The spec's well-known error codes, plus vpcni's own (≥ 100). */
+export const ErrorCode = {
+  /** Incompatible CNI version. */
+  INCOMPATIBLE_VERSION: 1,
+  /** Unsupported field in the network configuration; the message names the key and value. */
+  UNSUPPORTED_FIELD: 2,
+  /** Container unknown or does not exist; the runtime need not clean up. */
+  UNKNOWN_CONTAINER: 3,
+  /** Invalid necessary environment variables; the message names the variable. */
+  INVALID_ENV: 4,
+  /** I/O failure, e.g. reading stdin. */
+  IO_FAILURE: 5,
+  /** Failed to decode content, e.g. stdin that is not JSON. */
+  DECODE_FAILURE: 6,
+  /** Invalid network configuration; the message names the field. */
+  INVALID_CONFIG: 7,
+  /** Try again later: a transient condition such as an unreachable IPAM daemon. */
+  TRY_AGAIN_LATER: 11,
+  /** STATUS: the plugin cannot serve an ADD now. */
+  PLUGIN_NOT_AVAILABLE: 50,
+  /** STATUS: no addresses can be had; existing pods may have limited connectivity. */
+  PLUGIN_NOT_AVAILABLE_LIMITED: 51,
+  /** The kernel refused a datapath object. */
+  DATAPATH_FAILED: 100,
+  /** CHECK found problems. */
+  CHECK_FAILED: 101,
+  /** The IPAM daemon spoke outside the protocol. */
+  DAEMON_PROTOCOL: 102,
+  /** A delegated IPAM plugin failed without a CNI error. */
+  IPAM_PLUGIN_FAILED: 103,
+  /** CHECK: reservation and prevResult disagree. */
+  RESERVATION_MISMATCH: 104,
+  /** The IPAM result has no IPv4 address. */
+  NO_IPV4_ADDRESS: 105,
+  /** An unexpected exception. */
+  INTERNAL: 999,
+} as const;
+
+/** A CNI error: what the runtime receives as `{cniVersion, code, msg, details}`. */
+export class CniError extends Error {
+  /** The CNI error code. */
+  readonly code: number;
+  /** Longer explanation, optional. */
+  readonly details?: string;
+
+  /** Makes an error with a code, a short message and optional details. */
+  constructor(code: number, msg: string, details?: string) {
+    super(msg);
+    this.name = "CniError";
+    this.code = code;
+    this.details = details;
+  }
+}
+
+/** The spec's error object, as printed on stdout. */
+export interface CniErrorJson {
+  cniVersion: string;
+  code: number;
+  msg: string;
+  details?: string;
+}
+
+/** Turns anything thrown into a {@linkcode CniError}; unknown exceptions become INTERNAL. */
+export function toCniError(err: unknown): CniError {
+  if (err instanceof CniError) return err;
+  if (err instanceof Error) {
+    return new CniError(ErrorCode.INTERNAL, err.message, err.stack);
+  }
+  return new CniError(ErrorCode.INTERNAL, String(err));
+}
+
+/** Renders an error as the spec's JSON object in the given CNI version. */
+export function errorJson(err: CniError, cniVersion: string): CniErrorJson {
+  const out: CniErrorJson = { cniVersion, code: err.code, msg: err.message };
+  if (err.details !== undefined && err.details !== "") out.details = err.details;
+  return out;
+}

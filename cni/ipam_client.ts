@@ -1,0 +1,160 @@
+/**
+ * The plugin's side of the plugin ↔ daemon protocol (cni/ipam_protocol.ts): one HTTP POST
+ * over the daemon's unix socket, with a bounded timeout, on a small blocking HTTP/1.1
+ * client (cni/unix_http.ts: a process's first `fetch` costs more than the round trip). An unreachable or silent daemon is code 11 (try
+ * again later) naming the socket; an answer outside the protocol is code 102.
+ *
+ * @module
+ */
+import {
+  type EniInfo,
+  IPAM_PATH,
+  IPAM_PROTOCOL_VERSION,
+  type IpamAddRequest,
+  type IpamCheckRequest,
+  type IpamDelRequest,
+  type IpamGcRequest,
+  type IpamStatusRequest,
+  type IpamStatusResponse,
+  type PodAllocation,
+} from "./ipam_protocol.ts";
+import type { DaemonSettings } from "./config.ts";
+import { postUnix, UnixHttpTimeoutError } from "./unix_http.ts";
+import { CniError, ErrorCode } from "./errors.ts";
+import { arr, bool, ipv4, ipv4Cidr, num, obj, type Parser, plainObject, str } from "./schema.ts";
+
+/** A request as the caller writes it: the client adds the protocol version. */
+type Unversioned<T> = T extends unknown ? Omit<T, "version"> : never;
+
+const parseEni: Parser<EniInfo> = obj({
+  id: str({ nonEmpty: true }),
+  mac: str({ pattern: /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/, hint: "a lower-case MAC address" }),
+  deviceIndex: num({ int: true, min: 0 }),
+  primary: bool,
+  subnetId: str(),
+  subnetCidr: ipv4Cidr,
+  gateway: ipv4,
+  routeTable: num({ int: true, min: 0 }),
+});
+
+const parseAllocation: Parser<PodAllocation> = obj({
+  network: str(),
+  containerId: str(),
+  ifName: str(),
+  ip: ipv4,
+  pool: str(),
+  eni: parseEni,
+  vpcCidrs: arr(ipv4Cidr),
+  nodeIps: arr(ipv4),
+});
+
+const parseStatus: Parser<IpamStatusResponse> = (v, p) => {
+  const s = obj({ pool: str(), available: num({ int: true, min: 0 }), canGrow: bool })(v, p);
+  return { ok: true, ...s };
+};
+
+/** Talks to the IPAM daemon; one instance per invocation. Calls block (bounded). */
+export class IpamClient {
+  #settings: DaemonSettings;
+
+  /** Makes a client for the daemon at `settings.socket`. */
+  constructor(settings: DaemonSettings) {
+    this.#settings = settings;
+  }
+
+  /** The socket path, for messages. */
+  get socket(): string {
+    return this.#settings.socket;
+  }
+
+  /** Reserves an address for an attachment (ADD). */
+  add(req: Unversioned<IpamAddRequest>): PodAllocation {
+    const body = this.#post(req);
+    return this.#parse(parseAllocation, body.allocation, "allocation");
+  }
+
+  /** Releases an attachment's reservation (DEL); unknown attachments release nothing. */
+  del(req: Unversioned<IpamDelRequest>): PodAllocation[] {
+    const body = this.#post(req);
+    return this.#parse(arr(parseAllocation), body.released, "released");
+  }
+
+  /** Reads an attachment's reservation (CHECK); code 3 from the daemon when unknown. */
+  check(req: Unversioned<IpamCheckRequest>): PodAllocation {
+    const body = this.#post(req);
+    return this.#parse(parseAllocation, body.allocation, "allocation");
+  }
+
+  /** Releases every reservation of a network but the valid ones (GC). */
+  gc(req: Unversioned<IpamGcRequest>): PodAllocation[] {
+    const body = this.#post(req);
+    return this.#parse(arr(parseAllocation), body.released, "released");
+  }
+
+  /** Asks whether an ADD could be served now (STATUS). */
+  status(req: Unversioned<IpamStatusRequest>): IpamStatusResponse {
+    const body = this.#post(req);
+    return this.#parse(parseStatus, body, "status");
+  }
+
+  /** Nothing to release: each request opens and closes its own connection. */
+  close(): void {}
+
+  #parse<T>(parser: Parser<T>, value: unknown, path: string): T {
+    try {
+      return parser(value, path);
+    } catch (e) {
+      throw new CniError(
+        ErrorCode.DAEMON_PROTOCOL,
+        `IPAM daemon at ${this.#settings.socket} sent a malformed answer`,
+        (e as Error).message,
+      );
+    }
+  }
+
+  #post(req: Record<string, unknown>): Record<string, unknown> {
+    const { socket, timeoutMs } = this.#settings;
+    const payload = JSON.stringify({ version: IPAM_PROTOCOL_VERSION, ...req });
+    let text: string;
+    let status: number;
+    try {
+      ({ status, body: text } = postUnix(socket, IPAM_PATH, payload, timeoutMs));
+    } catch (e) {
+      if (e instanceof UnixHttpTimeoutError) {
+        throw new CniError(
+          ErrorCode.TRY_AGAIN_LATER,
+          `IPAM daemon at ${socket} did not answer ${req.op} within ${timeoutMs} ms`,
+          "the daemon may be busy growing its pool; the runtime retries",
+        );
+      }
+      throw new CniError(
+        ErrorCode.TRY_AGAIN_LATER,
+        `IPAM daemon unreachable at ${socket}`,
+        `${(e as Error).message}; is 'vpcni serve' running and is daemonSocket right?`,
+      );
+    }
+    let body: Record<string, unknown>;
+    try {
+      body = plainObject(JSON.parse(text), "daemon answer");
+    } catch {
+      throw new CniError(
+        ErrorCode.DAEMON_PROTOCOL,
+        `IPAM daemon at ${socket} answered ${req.op} with HTTP ${status} and a body that is not a JSON object`,
+        text.slice(0, 500),
+      );
+    }
+    if (body.ok === false) {
+      const code = typeof body.code === "number" ? body.code : ErrorCode.DAEMON_PROTOCOL;
+      const msg = typeof body.msg === "string" ? body.msg : "IPAM daemon refused the request";
+      throw new CniError(code, msg, typeof body.details === "string" ? body.details : undefined);
+    }
+    if (body.ok !== true) {
+      throw new CniError(
+        ErrorCode.DAEMON_PROTOCOL,
+        `IPAM daemon at ${socket} answered ${req.op} without "ok" (HTTP ${status})`,
+        text.slice(0, 500),
+      );
+    }
+    return body;
+  }
+}

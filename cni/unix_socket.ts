@@ -1,0 +1,142 @@
+/**
+ * A blocking request/response exchange over a unix stream socket, through libc via Deno
+ * FFI, with `SO_SNDTIMEO`/`SO_RCVTIMEO` bounding connect, send and each receive. It exists
+ * because the event-loop path (`Deno.connect` plus a `setTimeout` to bound it) costs more
+ * at process start than the whole exchange (see cni/unix_http.ts). libc is already mapped
+ * for netlink; binding these few symbols costs no measurable time.
+ *
+ * @module
+ */
+
+const SYMBOLS = {
+  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  connect: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
+  send: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  close: { parameters: ["i32"], result: "i32" },
+  __errno_location: { parameters: [], result: "pointer" },
+  strerror: { parameters: ["i32"], result: "pointer" },
+} as const;
+
+const AF_UNIX = 1;
+const SOCK_STREAM = 1;
+const SOCK_CLOEXEC = 0o2000000;
+const SOL_SOCKET = 1;
+const SO_RCVTIMEO = 20;
+const SO_SNDTIMEO = 21;
+const MSG_NOSIGNAL = 0x4000;
+const EINTR = 4;
+/** errno when a receive or send timed out. */
+export const EAGAIN = 11;
+/** errno when a connect timed out. */
+export const EINPROGRESS = 115;
+const SUN_PATH_MAX = 108;
+
+let lib: Deno.DynamicLibrary<typeof SYMBOLS> | undefined;
+
+function libc() {
+  lib ??= Deno.dlopen("libc.so.6", SYMBOLS);
+  return lib.symbols;
+}
+
+function errno(): number {
+  const p = libc().__errno_location();
+  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
+}
+
+/** A failed socket call, with the C errno. */
+export class UnixSocketError extends Error {
+  /** The C errno value. */
+  readonly errno: number;
+  /** `op` is the libc call ("connect"), `path` the socket. */
+  constructor(op: string, path: string, code: number) {
+    const p = libc().strerror(code);
+    const text = p === null ? `errno ${code}` : Deno.UnsafePointerView.getCString(p);
+    super(`${op} ${path}: ${text}`);
+    this.name = "UnixSocketError";
+    this.errno = code;
+  }
+}
+
+function sockaddrUn(path: string): Uint8Array {
+  const bytes = new TextEncoder().encode(path);
+  if (bytes.length >= SUN_PATH_MAX) {
+    throw new Error(`socket path longer than ${SUN_PATH_MAX - 1} bytes: ${path}`);
+  }
+  const sa = new Uint8Array(2 + SUN_PATH_MAX);
+  new DataView(sa.buffer).setUint16(0, AF_UNIX, true);
+  sa.set(bytes, 2);
+  return sa;
+}
+
+function timeval(ms: number): Uint8Array {
+  const tv = new Uint8Array(16);
+  const v = new DataView(tv.buffer);
+  v.setBigInt64(0, BigInt(Math.floor(ms / 1000)), true);
+  v.setBigInt64(8, BigInt((ms % 1000) * 1000), true);
+  return tv;
+}
+
+/**
+ * Connects to `path`, sends all of `request`, reads until the peer closes, and returns
+ * what was read. Each blocking step gives up after `timeoutMs` with errno EAGAIN or
+ * EINPROGRESS.
+ */
+export function unixExchange(path: string, request: Uint8Array, timeoutMs: number): Uint8Array {
+  const c = libc();
+  const fd = c.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw new UnixSocketError("socket", path, errno());
+  try {
+    const tv = timeval(timeoutMs);
+    if (c.setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, tv, tv.length) < 0) {
+      throw new UnixSocketError("setsockopt", path, errno());
+    }
+    if (c.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, tv, tv.length) < 0) {
+      throw new UnixSocketError("setsockopt", path, errno());
+    }
+    const sa = sockaddrUn(path);
+    while (c.connect(fd, sa, sa.length) < 0) {
+      const e = errno();
+      if (e !== EINTR) throw new UnixSocketError("connect", path, e);
+    }
+    let off = 0;
+    while (off < request.length) {
+      const n = Number(
+        c.send(fd, request.subarray(off), BigInt(request.length - off), MSG_NOSIGNAL),
+      );
+      if (n < 0) {
+        const e = errno();
+        if (e === EINTR) continue;
+        throw new UnixSocketError("send", path, e);
+      }
+      off += n;
+    }
+    const deadline = performance.now() + timeoutMs;
+    const chunks: Uint8Array[] = [];
+    let total = 0;
+    const buf = new Uint8Array(16 * 1024);
+    for (;;) {
+      const n = Number(c.recv(fd, buf, BigInt(buf.length), 0));
+      if (n < 0) {
+        const e = errno();
+        if (e === EINTR) continue;
+        throw new UnixSocketError("recv", path, e);
+      }
+      if (n === 0) break;
+      chunks.push(buf.slice(0, n));
+      total += n;
+      // A peer trickling bytes must not keep us past the timeout either.
+      if (performance.now() > deadline) throw new UnixSocketError("recv", path, EAGAIN);
+    }
+    const out = new Uint8Array(total);
+    let at = 0;
+    for (const ch of chunks) {
+      out.set(ch, at);
+      at += ch.length;
+    }
+    return out;
+  } finally {
+    c.close(fd);
+  }
+}

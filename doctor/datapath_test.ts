@@ -1,0 +1,139 @@
+import assert from "node:assert/strict";
+import {
+  type AllocationFact,
+  analyseDatapath,
+  type DatapathSettings,
+  describeFix,
+} from "./datapath.ts";
+import type { NetnsSnapshot } from "./kernel.ts";
+import { hostVethName } from "../cni/datapath/naming.ts";
+import type { EniInfo } from "../cni/ipam_protocol.ts";
+
+const settings: DatapathSettings = {
+  kind: "veth",
+  hostVethPrefix: "vpc",
+  mtu: 9001,
+  serviceCidrs: [],
+};
+const eni: EniInfo = {
+  id: "eni-1",
+  mac: "02:00:00:00:00:11",
+  deviceIndex: 1,
+  primary: false,
+  subnetId: "subnet-1",
+  subnetCidr: "10.0.1.0/24",
+  gateway: "10.0.1.1",
+  routeTable: 101,
+};
+const alloc: AllocationFact = {
+  network: "vpcni",
+  containerId: "c1",
+  ifName: "eth0",
+  ip: "10.0.1.5",
+  eniId: "eni-1",
+  pool: "default",
+  eni,
+};
+const veth = hostVethName("vpc", "c1", "eth0");
+
+/** A host netns where ADD of `alloc` and the ENI's T(E) are complete. */
+function healthyHost(): NetnsSnapshot {
+  const link = (index: number, name: string, mac: string, kind?: string) => ({
+    index,
+    name,
+    mac,
+    kind,
+    mtu: 9001,
+    up: true,
+    operState: "UP",
+  });
+  return {
+    netns: "",
+    links: [
+      link(1, "lo", ""),
+      link(2, "eth0", "02:00:00:00:00:01"),
+      link(3, "eth1", eni.mac),
+      link(4, veth, "aa:00:00:00:00:01", "veth"),
+    ],
+    addresses: [],
+    routes: [
+      { dst: "10.0.1.5/32", family: 4, dev: 4, table: 254, scope: "link" },
+      { dst: "10.0.1.1/32", family: 4, dev: 3, table: 101, scope: "link" },
+      { dst: "default", family: 4, dev: 3, gateway: "10.0.1.1", table: 101, scope: "universe" },
+      { dst: "10.0.1.0/24", family: 4, dev: 3, table: 101, scope: "link" },
+    ],
+    rules: [
+      { priority: 0, family: 4, table: 255 },
+      { priority: 1000, family: 4, dst: "10.0.1.5/32", table: 254 },
+      { priority: 2000, family: 4, src: "10.0.1.5/32", table: 101 },
+      { priority: 32766, family: 4, table: 254 },
+    ],
+    neighbours: [],
+  };
+}
+
+const sysctls = {
+  "net.ipv4.ip_forward": "1",
+  "net.ipv4.conf.all.rp_filter": "0",
+  "net.ipv4.conf.eth1.rp_filter": "2",
+};
+
+Deno.test("a complete attachment has nothing missing and nothing orphaned", () => {
+  const f = analyseDatapath(settings, [alloc], [eni], healthyHost(), new Map(), sysctls);
+  assert.deepEqual(f.missing, []);
+  assert.deepEqual(f.orphans, []);
+  assert.deepEqual(f.sysctl, []);
+});
+
+Deno.test("each missing host object is named", () => {
+  const host = healthyHost();
+  host.rules = host.rules.filter((r) => r.priority !== 2000);
+  host.routes = host.routes.filter((r) => !(r.table === 101 && r.dst === "default"));
+  const f = analyseDatapath(settings, [alloc], [eni], host, new Map(), sysctls);
+  assert.deepEqual(f.missing.map((m) => m.what), [
+    "rule 2000: from 10.0.1.5/32 lookup 101 missing",
+    "route default via 10.0.1.1 dev eth1 table 101 (T(E) of eni-1) missing",
+  ]);
+});
+
+Deno.test("orphans are only objects of vpcni's exact shape that nothing explains", () => {
+  const host = healthyHost();
+  host.rules.push(
+    { priority: 1000, family: 4, dst: "10.0.1.9/32", table: 254 }, // ours, no allocation
+    { priority: 1500, family: 4, dst: "10.0.1.9/32", table: 254 }, // not our priority
+    { priority: 2000, family: 4, src: "10.0.1.0/24", table: 101 }, // not a /32
+  );
+  host.links.push(
+    {
+      index: 9,
+      name: "vpc0123456789a",
+      mac: "",
+      kind: "veth",
+      mtu: 1500,
+      up: true,
+      operState: "UP",
+    },
+    { index: 10, name: "vethabc", mac: "", kind: "veth", mtu: 1500, up: true, operState: "UP" },
+  );
+  host.routes.push(
+    { dst: "default", family: 4, dev: 2, gateway: "10.0.0.1", table: 103, scope: "universe" },
+    { dst: "10.0.0.0/8", family: 4, dev: 2, gateway: "10.0.0.1", table: 50, scope: "universe" },
+  );
+  const f = analyseDatapath(settings, [alloc], [eni], host, new Map(), sysctls);
+  assert.deepEqual(f.orphans.map(describeFix), [
+    "delete rule 1000: to 10.0.1.9/32 lookup main",
+    "delete host veth vpc0123456789a (its routes go with it)",
+    "flush route table 103 (1 routes)",
+  ]);
+});
+
+Deno.test("forwarding off and strict rp_filter on a secondary ENI are reported", () => {
+  const f = analyseDatapath(settings, [alloc], [eni], healthyHost(), new Map(), {
+    "net.ipv4.ip_forward": "0",
+    "net.ipv4.conf.all.rp_filter": "1",
+    "net.ipv4.conf.eth1.rp_filter": "0",
+  });
+  assert.equal(f.sysctl.length, 2);
+  assert.match(f.sysctl[0], /ip_forward = 0, the datapath needs 1/);
+  assert.match(f.sysctl[1], /rp_filter on eth1 \(eni-1\) is strict \(all=1, eth1=0\)/);
+});

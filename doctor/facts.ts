@@ -1,0 +1,335 @@
+/**
+ * Gathers what doctor knows about the node, from the best source that answers: the
+ * daemon's loopback introspection when it is up; otherwise the checkpoint on disk, IMDS and
+ * the kernel directly (and a note saying so). Nothing here changes anything.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { parse as parseYaml } from "yaml";
+import { type Checkpoint, CHECKPOINT_FILE, readCheckpoint } from "../ipam/checkpoint.ts";
+import { ImdsClient, type NodeMetadata } from "../aws/imds.ts";
+import type { EniInfo } from "../cni/ipam_protocol.ts";
+import type { AllocationFact } from "./datapath.ts";
+
+/** Where doctor looks; every field has a flag (see doctor/cli.ts). */
+export interface DoctorOptions {
+  /** Base URL of the daemon's introspection, e.g. http://127.0.0.1:61679. */
+  daemonUrl: string;
+  stateDir: string;
+  /** The daemon's config file, read when the daemon is down. */
+  configFile?: string;
+  conflistFile: string;
+  binDir: string;
+  imdsEndpoint?: string;
+  ec2Endpoint?: string;
+  region?: string;
+  /** kubelet's --max-pods, when given; otherwise read from kubelet's config/args. */
+  kubeletMaxPods?: number;
+  kubeletConfig: string;
+  /** Per-request limit for the daemon, IMDS and EC2. */
+  timeoutMs: number;
+  /**
+   * The netns to inspect as the node's host netns (a path); doctor's own when absent. For
+   * nodes whose pod networking lives in a netns, such as the demo and the tests.
+   */
+  hostNetns?: string;
+}
+
+/** The daemon's answers to the liveness and readiness probes. */
+export interface DaemonStatus {
+  reachable: boolean;
+  healthy: boolean;
+  ready: boolean;
+  detail: string;
+}
+
+/** A pool as /v1/pools shows it. */
+export const poolViewSchema = z.object({
+  name: z.string(),
+  enis: z.number(),
+  total: z.number(),
+  used: z.number(),
+  cooling: z.number(),
+  free: z.number(),
+  wantFree: z.number().optional(),
+  shortfall: z.number().optional(),
+  surplus: z.number().optional(),
+  growing: z.boolean().optional(),
+  exhausted: z.object({
+    reason: z.string(),
+    since: z.number().optional(),
+    detail: z.string().optional(),
+  })
+    .nullable().optional(),
+  securityGroupIds: z.array(z.string()).optional(),
+  subnets: z.unknown().optional(),
+}).passthrough();
+
+/** A pool as /v1/pools shows it. */
+export type PoolView = z.infer<typeof poolViewSchema>;
+
+/** An ENI as /v1/enis shows it. */
+export const eniViewSchema = z.object({
+  id: z.string(),
+  mac: z.string(),
+  deviceIndex: z.number(),
+  subnetId: z.string(),
+  subnetCidr: z.string(),
+  pool: z.string().optional(),
+  primary: z.boolean().optional(),
+  attachmentId: z.string().optional(),
+  ips: z.array(z.string()),
+  prefixes: z.array(z.string()).optional(),
+  full: z.boolean().optional(),
+  used: z.number().optional(),
+  securityGroupIds: z.array(z.string()).optional(),
+}).passthrough();
+
+/** An ENI as /v1/enis shows it. */
+export type EniView = z.infer<typeof eniViewSchema>;
+
+const allocationSchema = z.object({
+  network: z.string(),
+  containerId: z.string(),
+  ifName: z.string(),
+  ip: z.string(),
+  eniId: z.string(),
+  pool: z.string(),
+  netns: z.string().optional(),
+  podNamespace: z.string().optional(),
+  podName: z.string().optional(),
+  time: z.number().optional(),
+}).passthrough();
+
+const cooldownSchema = z.object({ ip: z.string(), eniId: z.string(), until: z.number() });
+
+/** The parts of the daemon config doctor uses, defaults as the daemon's. */
+export const configViewSchema = z.object({
+  clusterName: z.string().default("vpcni"),
+  datapath: z.string().default("ipvlan-l2"),
+  stateDir: z.string().default("/var/lib/vpcni"),
+  listen: z.string().default("127.0.0.1:61679"),
+  routeTableBase: z.number().default(100),
+  leakedEniGraceSeconds: z.number().default(300),
+  region: z.string().optional(),
+  ec2Endpoint: z.string().optional(),
+  imdsEndpoint: z.string().optional(),
+  pools: z.array(
+    z.object({
+      name: z.string(),
+      warmIps: z.number().default(0),
+      warmEnis: z.number().default(1),
+      minimumIps: z.number().default(0),
+      maxEnis: z.number().optional(),
+      prefixDelegation: z.boolean().default(false),
+      firstInterfaceIndex: z.number().default(0),
+      subnets: z.unknown().optional(),
+    }).passthrough(),
+  ).default([{
+    name: "default",
+    warmIps: 0,
+    warmEnis: 1,
+    minimumIps: 0,
+    prefixDelegation: false,
+    firstInterfaceIndex: 0,
+  }]),
+}).passthrough();
+
+/** The daemon config as doctor sees it. */
+export type ConfigView = z.infer<typeof configViewSchema>;
+
+/** Everything the checks look at. */
+export interface Facts {
+  /** "daemon" or "checkpoint+kernel". */
+  source: string;
+  notes: string[];
+  daemon: DaemonStatus;
+  config: ConfigView;
+  pools: PoolView[];
+  enis: EniView[];
+  allocations: AllocationFact[];
+  cooldowns: z.infer<typeof cooldownSchema>[];
+  checkpoint?: Checkpoint;
+  checkpointError?: string;
+  metadata?: NodeMetadata;
+  imdsError?: string;
+  /** Prometheus text from /metrics. */
+  metrics?: string;
+}
+
+async function get(base: string, path: string, timeoutMs: number): Promise<Response> {
+  return await fetch(`${base}${path}`, { signal: AbortSignal.timeout(timeoutMs) });
+}
+
+/** Probes /healthz and /readyz. */
+export async function daemonStatus(base: string, timeoutMs: number): Promise<DaemonStatus> {
+  let health: Response;
+  try {
+    health = await get(base, "/healthz", timeoutMs);
+  } catch (e) {
+    const why = (e as Error).name === "TimeoutError"
+      ? `no answer within ${timeoutMs} ms`
+      : (e as Error).message.replace(/^.*?: /, "");
+    return { reachable: false, healthy: false, ready: false, detail: `${base}: ${why}` };
+  }
+  const hBody = (await health.text()).trim();
+  let ready = false;
+  let rBody = "";
+  try {
+    const r = await get(base, "/readyz", timeoutMs);
+    ready = r.ok;
+    rBody = (await r.text()).trim();
+  } catch (e) {
+    rBody = (e as Error).message;
+  }
+  return {
+    reachable: true,
+    healthy: health.ok,
+    ready,
+    detail: `/healthz ${health.status} ${hBody}; /readyz ${ready ? "ready" : rBody || "not ready"}`,
+  };
+}
+
+async function getJson<T>(
+  base: string,
+  path: string,
+  schema: z.ZodType<T>,
+  timeoutMs: number,
+): Promise<T> {
+  const r = await get(base, path, timeoutMs);
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  const parsed = schema.safeParse(await r.json());
+  if (!parsed.success) {
+    throw new Error(`${path}: unexpected answer (${parsed.error.issues[0]?.message})`);
+  }
+  return parsed.data;
+}
+
+/** The first usable address of a subnet: the VPC router. */
+export function subnetGateway(cidr: string): string {
+  const [ip, len] = cidr.split("/");
+  const n = ip.split(".").reduce((a, o) => (a << 8) + Number(o), 0) >>> 0;
+  const mask = Number(len) === 0 ? 0 : (~0 << (32 - Number(len))) >>> 0;
+  const gw = ((n & mask) + 1) >>> 0;
+  return [24, 16, 8, 0].map((s) => (gw >>> s) & 255).join(".");
+}
+
+/** EniInfo (what the datapath needs) from an ENI view. */
+export function eniInfo(e: EniView, routeTableBase: number): EniInfo {
+  const primary = e.primary ?? e.deviceIndex === 0;
+  return {
+    id: e.id,
+    mac: e.mac.toLowerCase(),
+    deviceIndex: e.deviceIndex,
+    primary,
+    subnetId: e.subnetId,
+    subnetCidr: e.subnetCidr,
+    gateway: subnetGateway(e.subnetCidr),
+    routeTable: primary ? 254 : routeTableBase + e.deviceIndex,
+  };
+}
+
+async function readConfigFile(path: string): Promise<ConfigView> {
+  const raw = parseYaml(await Deno.readTextFile(path)) ?? {};
+  return configViewSchema.parse(raw);
+}
+
+/** Reads IMDS (short limits: doctor must answer fast when IMDS is unreachable). */
+export async function readMetadata(o: DoctorOptions): Promise<NodeMetadata> {
+  const c = new ImdsClient({
+    endpoint: o.imdsEndpoint,
+    timeoutMs: o.timeoutMs,
+    attemptTimeoutMs: Math.min(1000, o.timeoutMs),
+    retries: 1,
+  });
+  return await c.getNodeMetadata();
+}
+
+/** Collects the facts: from the daemon if it answers, else from disk, IMDS and kernel. */
+export async function gatherFacts(o: DoctorOptions): Promise<Facts> {
+  const notes: string[] = [];
+  const daemon = await daemonStatus(o.daemonUrl, o.timeoutMs);
+  const facts: Facts = {
+    source: "daemon",
+    notes,
+    daemon,
+    config: configViewSchema.parse({}),
+    pools: [],
+    enis: [],
+    allocations: [],
+    cooldowns: [],
+  };
+  const [cp, md] = await Promise.allSettled([readCheckpoint(o.stateDir), readMetadata(o)]);
+  if (cp.status === "fulfilled") {
+    facts.checkpoint = cp.value;
+    if (!cp.value) facts.checkpointError = `no checkpoint at ${o.stateDir}/${CHECKPOINT_FILE}`;
+  } else {
+    facts.checkpointError = (cp.reason as Error).message;
+  }
+  if (md.status === "fulfilled") facts.metadata = md.value;
+  else facts.imdsError = (md.reason as Error).message;
+
+  if (daemon.reachable) {
+    try {
+      const t = o.timeoutMs;
+      const [pools, enis, allocs, cools, cfg] = await Promise.all([
+        getJson(o.daemonUrl, "/v1/pools", z.array(poolViewSchema), t),
+        getJson(o.daemonUrl, "/v1/enis", z.array(eniViewSchema), t),
+        getJson(o.daemonUrl, "/v1/allocations", z.array(allocationSchema), t),
+        getJson(o.daemonUrl, "/v1/cooldowns", z.array(cooldownSchema), t),
+        getJson(o.daemonUrl, "/v1/config", configViewSchema, t),
+      ]);
+      facts.pools = pools;
+      facts.enis = enis;
+      facts.allocations = allocs;
+      facts.cooldowns = cools;
+      facts.config = cfg;
+      try {
+        const m = await get(o.daemonUrl, "/metrics", t);
+        if (m.ok) facts.metrics = await m.text();
+      } catch { /* metrics are optional for the checks */ }
+      return withEnis(facts);
+    } catch (e) {
+      notes.push(`the daemon answers but its introspection failed (${(e as Error).message})`);
+    }
+  }
+
+  facts.source = "checkpoint+kernel";
+  notes.push(
+    `the daemon is not answering at ${o.daemonUrl}: reading the checkpoint in ${o.stateDir}, ` +
+      `IMDS and the kernel directly`,
+  );
+  if (o.configFile) {
+    try {
+      facts.config = await readConfigFile(o.configFile);
+    } catch (e) {
+      notes.push(`--config ${o.configFile}: ${(e as Error).message}; using defaults`);
+    }
+  }
+  if (facts.checkpoint) {
+    facts.allocations = facts.checkpoint.allocations;
+    facts.cooldowns = facts.checkpoint.cooldowns.filter((c) => c.until > Date.now());
+  }
+  if (facts.metadata) {
+    facts.enis = facts.metadata.enis.map((e) => ({
+      id: e.eniId,
+      mac: e.mac,
+      deviceIndex: e.deviceIndex,
+      subnetId: e.subnetId,
+      subnetCidr: e.subnetCidr,
+      primary: e.deviceIndex === 0,
+      ips: e.localIpv4s.slice(e.deviceIndex === 0 ? 1 : 1),
+      prefixes: e.ipv4Prefixes,
+      securityGroupIds: e.securityGroupIds,
+    }));
+  }
+  return withEnis(facts);
+}
+
+/** Attaches EniInfo to each allocation whose ENI is known. */
+function withEnis(f: Facts): Facts {
+  const byId = new Map(f.enis.map((e) => [e.id, eniInfo(e, f.config.routeTableBase)]));
+  f.allocations = f.allocations.map((a) => ({ ...a, eni: byId.get(a.eniId) }));
+  return f;
+}

@@ -1,0 +1,114 @@
+/**
+ * The tables of `doctor enis`, `doctor pods` and `doctor subnets`, as text (80 columns)
+ * and as JSON rows.
+ *
+ * @module
+ */
+import type { Subnet } from "../aws/ec2.ts";
+import type { Facts } from "./facts.ts";
+import { poolSubnets } from "./checks.ts";
+import { table } from "./report.ts";
+
+/** One row of `doctor enis`. */
+export interface EniRow {
+  eni: string;
+  device: number;
+  subnet: string;
+  pool: string;
+  securityGroups: string[];
+  used: number;
+  free: number;
+  cooling: number;
+}
+
+/** ENI rows: addresses used by pods, free, and cooling down. */
+export function eniRows(f: Facts): EniRow[] {
+  const held = new Set(f.allocations.map((a) => a.ip));
+  const cooling = new Set(f.cooldowns.map((c) => c.ip));
+  return [...f.enis].sort((a, b) => a.deviceIndex - b.deviceIndex).map((e) => {
+    const used = e.ips.filter((ip) => held.has(ip)).length;
+    const cool = e.ips.filter((ip) => !held.has(ip) && cooling.has(ip)).length;
+    return {
+      eni: e.id,
+      device: e.deviceIndex,
+      subnet: `${e.subnetId} ${e.subnetCidr}`,
+      pool: e.pool ?? (f.source === "daemon" ? "-" : "?"),
+      securityGroups: e.securityGroupIds ?? [],
+      used,
+      free: e.ips.length - used - cool,
+      cooling: cool,
+    };
+  });
+}
+
+/** The `doctor enis` table. */
+export function enisTable(rows: EniRow[]): string {
+  return table(
+    ["ENI", "DEV", "SUBNET", "POOL", "SGS", "USED", "FREE", "COOL"],
+    rows.map((r) => [
+      r.eni,
+      String(r.device),
+      r.subnet,
+      r.pool,
+      r.securityGroups.join(",") || "-",
+      String(r.used),
+      String(r.free),
+      String(r.cooling),
+    ]),
+  );
+}
+
+/** The `doctor pods` table. */
+export function podsTable(f: Facts): string {
+  return table(
+    ["POD", "IP", "ENI", "POOL", "CONTAINER", "IF"],
+    [...f.allocations].sort((a, b) => a.ip.localeCompare(b.ip, "en", { numeric: true })).map((
+      a,
+    ) => [
+      a.podNamespace && a.podName ? `${a.podNamespace}/${a.podName}` : "-",
+      a.ip,
+      a.eniId,
+      a.pool,
+      a.containerId.slice(0, 12),
+      a.ifName,
+    ]),
+  );
+}
+
+/** One row of `doctor subnets`. */
+export interface SubnetRow {
+  subnet: string;
+  cidr: string;
+  az: string;
+  free: number;
+  pools: string[];
+  tags: Record<string, string>;
+}
+
+/** Subnet rows: every subnet of the node's VPC and AZ, with the pools that may use it. */
+export function subnetRows(f: Facts, subnets: Subnet[]): SubnetRow[] {
+  const byPool = poolSubnets(f, subnets);
+  return subnets.map((s) => ({
+    subnet: s.subnetId,
+    cidr: s.cidr,
+    az: s.az,
+    free: s.availableIpCount,
+    pools: [...byPool].filter(([, l]) => l.some((x) => x.subnetId === s.subnetId)).map(([p]) => p),
+    tags: s.tags,
+  })).sort((a, b) => b.pools.length - a.pools.length || a.subnet.localeCompare(b.subnet));
+}
+
+/** The `doctor subnets` table. */
+export function subnetsTable(rows: SubnetRow[]): string {
+  return table(
+    ["SUBNET", "CIDR", "AZ", "FREE", "POOLS", "TAGS"],
+    rows.map((r) => [
+      r.subnet,
+      r.cidr,
+      r.az,
+      String(r.free),
+      r.pools.join(",") || "-",
+      Object.entries(r.tags).map(([k, v]) => `${k}=${v}`).join(",") || "-",
+    ]),
+  );
+}

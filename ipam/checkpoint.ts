@@ -1,0 +1,134 @@
+/**
+ * The daemon's checkpoint: allocations and cooldowns, a versioned JSON document written
+ * atomically (temp file, fsync, rename, fsync of the directory) on every change. Writes
+ * are coalesced: callers that change state while a write is running share the next one,
+ * and each caller's promise settles only once a write that includes its change is durable.
+ *
+ * @module
+ */
+import { z } from "zod";
+
+/** Current checkpoint schema version. */
+export const CHECKPOINT_VERSION = 1;
+
+/** The checkpoint's file name inside the state directory. */
+export const CHECKPOINT_FILE = "ipam-checkpoint.json";
+
+const allocationSchema = z.object({
+  network: z.string(),
+  containerId: z.string(),
+  ifName: z.string(),
+  podNamespace: z.string().optional(),
+  podName: z.string().optional(),
+  podUid: z.string().optional(),
+  netns: z.string().optional(),
+  ip: z.string(),
+  eniId: z.string(),
+  pool: z.string(),
+  /** Epoch milliseconds of the ADD. */
+  time: z.number(),
+});
+
+const cooldownSchema = z.object({
+  ip: z.string(),
+  eniId: z.string(),
+  /** Epoch milliseconds (wall clock, so it survives restarts). */
+  until: z.number(),
+});
+
+/** The checkpoint document. */
+export const checkpointSchema = z.object({
+  version: z.literal(CHECKPOINT_VERSION),
+  instanceId: z.string(),
+  savedAt: z.number(),
+  allocations: z.array(allocationSchema),
+  cooldowns: z.array(cooldownSchema),
+});
+
+/** One pod's recorded allocation. */
+export type AllocationRecord = z.infer<typeof allocationSchema>;
+/** One address in cooldown. */
+export type CooldownRecord = z.infer<typeof cooldownSchema>;
+/** The whole checkpoint. */
+export type Checkpoint = z.infer<typeof checkpointSchema>;
+
+/** Reads the checkpoint; `undefined` when there is none. A corrupt file is an error. */
+export async function readCheckpoint(stateDir: string): Promise<Checkpoint | undefined> {
+  const path = `${stateDir}/${CHECKPOINT_FILE}`;
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    throw e;
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`checkpoint ${path} is not JSON: ${(e as Error).message}`);
+  }
+  if (raw && typeof raw === "object" && "version" in raw && raw.version !== CHECKPOINT_VERSION) {
+    throw new Error(
+      `checkpoint ${path} has schema version ${String(raw.version)}, this daemon reads ` +
+        `${CHECKPOINT_VERSION}`,
+    );
+  }
+  const r = checkpointSchema.safeParse(raw);
+  if (!r.success) {
+    throw new Error(`checkpoint ${path} is malformed: ${r.error.issues[0]?.message}`);
+  }
+  return r.data;
+}
+
+/** Writes `doc` to `stateDir` atomically. */
+export async function writeCheckpointAtomic(stateDir: string, doc: Checkpoint): Promise<void> {
+  const path = `${stateDir}/${CHECKPOINT_FILE}`;
+  const tmp = `${stateDir}/.${CHECKPOINT_FILE}.tmp`;
+  const f = await Deno.open(tmp, { write: true, create: true, truncate: true, mode: 0o600 });
+  try {
+    await f.write(new TextEncoder().encode(JSON.stringify(doc)));
+    await f.sync();
+  } finally {
+    f.close();
+  }
+  await Deno.rename(tmp, path);
+  try {
+    const d = await Deno.open(stateDir, { read: true });
+    try {
+      await d.sync();
+    } finally {
+      d.close();
+    }
+  } catch {
+    // Some filesystems refuse fsync on a directory; the rename is still atomic there.
+  }
+}
+
+/** Coalescing writer: `save()` resolves once a write that began after the call is durable. */
+export class CheckpointWriter {
+  #running: Promise<void> | undefined;
+  #pending: Promise<void> | undefined;
+  readonly #write: () => Promise<void>;
+
+  /** `snapshot` is called at the start of each write to get the document to write. */
+  constructor(stateDir: string, snapshot: () => Checkpoint) {
+    this.#write = () => writeCheckpointAtomic(stateDir, snapshot());
+  }
+
+  /** Schedules a write and resolves when it (or a later one) is on disk. */
+  save(): Promise<void> {
+    if (this.#pending) return this.#pending;
+    if (!this.#running) {
+      this.#running = this.#write().finally(() => this.#running = undefined);
+      return this.#running;
+    }
+    const after = this.#running;
+    this.#pending = after.catch(() => {}).then(() => {
+      this.#pending = undefined;
+      this.#running = this.#write().finally(() => this.#running = undefined);
+      return this.#running;
+    });
+    return this.#pending;
+  }
+}

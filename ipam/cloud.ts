@@ -1,0 +1,118 @@
+/**
+ * What the daemon needs from AWS, as one narrow interface. The real implementation
+ * (ipam/aws_cloud.ts) wraps aws/ec2.ts, aws/imds.ts and aws/limits.ts; keeping the core
+ * behind this seam lets the pool logic stay free of SDK shapes.
+ *
+ * @module
+ */
+
+/** One ENI as the node's metadata shows it. */
+export interface NodeEni {
+  mac: string;
+  deviceIndex: number;
+  eniId: string;
+  subnetId: string;
+  subnetCidr: string;
+  /** Primary address first. */
+  localIpv4s: string[];
+  ipv4Prefixes: string[];
+  securityGroupIds: string[];
+}
+
+/** What IMDS says about this node. */
+export interface NodeMetadata {
+  instanceId: string;
+  instanceType: string;
+  az: string;
+  region: string;
+  vpcCidrs: string[];
+  enis: NodeEni[];
+}
+
+/** A subnet as EC2 describes it. */
+export interface SubnetInfo {
+  id: string;
+  cidr: string;
+  az: string;
+  vpcId?: string;
+  availableIps: number;
+  tags: Record<string, string>;
+}
+
+/** A security group as EC2 describes it. */
+export interface SecurityGroupInfo {
+  id: string;
+  name: string;
+  tags: Record<string, string>;
+}
+
+/** An ENI as EC2 describes it. */
+export interface EniDescription {
+  id: string;
+  subnetId: string;
+  mac: string;
+  status: string;
+  /** Present while attached. */
+  attachment?: { id: string; instanceId?: string; deviceIndex: number; status: string };
+  privateIps: string[];
+  prefixes: string[];
+  tags: Record<string, string>;
+  securityGroupIds: string[];
+}
+
+/** Instance limits that bound how far a node's pools can grow. */
+export interface InstanceLimits {
+  maxEnis: number;
+  ipv4PerEni: number;
+}
+
+/** An AWS error with its code, so policy can tell "subnet full" from "limit reached". */
+export interface CloudErrorLike {
+  code: string;
+  message: string;
+}
+
+/** The AWS surface the daemon uses. */
+export interface CloudApi {
+  nodeMetadata(): Promise<NodeMetadata>;
+  instanceLimits(instanceType: string): Promise<InstanceLimits>;
+  describeSubnets(vpcCidrHint: { az: string }): Promise<SubnetInfo[]>;
+  describeSecurityGroups(): Promise<SecurityGroupInfo[]>;
+  /** ENIs with these tag values (exact match on each key). */
+  describeTaggedEnis(tags: Record<string, string>): Promise<EniDescription[]>;
+  describeEnis(ids: string[]): Promise<EniDescription[]>;
+  createEni(o: {
+    subnetId: string;
+    securityGroupIds: string[];
+    description: string;
+    tags: Record<string, string>;
+    clientToken: string;
+  }): Promise<EniDescription>;
+  attachEni(o: { eniId: string; instanceId: string; deviceIndex: number }): Promise<string>;
+  setDeleteOnTermination(o: { eniId: string; attachmentId: string }): Promise<void>;
+  detachEni(attachmentId: string): Promise<void>;
+  deleteEni(eniId: string): Promise<void>;
+  assignIps(o: { eniId: string; count: number }): Promise<string[]>;
+  assignPrefixes(o: { eniId: string; count: number }): Promise<string[]>;
+  unassignIps(o: { eniId: string; ips: string[] }): Promise<void>;
+  unassignPrefixes(o: { eniId: string; prefixes: string[] }): Promise<void>;
+  /** Releases connections (optional). */
+  close?(): void;
+  /** Counters for metrics, keyed `action` and `action:code`. */
+  callCounts(): {
+    calls: Map<string, number>;
+    errors: Map<string, number>;
+    throttles: number;
+  };
+}
+
+/** Reads the AWS error code of an error, if it has one. */
+export function cloudErrorCode(err: unknown): string | undefined {
+  if (err && typeof err === "object" && "code" in err && typeof err.code === "string") {
+    return err.code;
+  }
+  if (err && typeof err === "object" && "name" in err && typeof err.name === "string") {
+    return err.name;
+  }
+  return undefined;
+}

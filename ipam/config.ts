@@ -1,0 +1,398 @@
+/**
+ * The daemon's configuration: a YAML or JSON file, then environment variables, then flags
+ * (later wins), parsed with zod. Every knob has a default and a doc line; {@linkcode KNOBS}
+ * is the table the README prints. A bad knob is named in the error and the daemon refuses
+ * to start.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { parse as parseYaml } from "yaml";
+import { parseSelector, SelectorSyntaxError, type TagSelector } from "./selector.ts";
+import { DEFAULT_IPAM_SOCKET } from "../cni/ipam_protocol.ts";
+
+const selectorText = z.string().superRefine((text, ctx) => {
+  try {
+    parseSelector(text);
+  } catch (e) {
+    ctx.addIssue({
+      code: "custom",
+      message: e instanceof SelectorSyntaxError ? e.message : String(e),
+    });
+  }
+});
+
+const subnetSelectorSchema = z.union([
+  z.literal("node"),
+  z.object({ ids: z.array(z.string().regex(/^subnet-[0-9a-f]+$/)).min(1) }).strict(),
+  z.object({ tags: selectorText }).strict(),
+]);
+
+const sgSelectorSchema = z.union([
+  z.literal("primary"),
+  z.object({ ids: z.array(z.string().regex(/^sg-[0-9a-f]+$/)).min(1).max(5) }).strict(),
+  z.object({ tags: selectorText }).strict(),
+]);
+
+const count = z.int().nonnegative();
+
+const poolSchema = z.object({
+  name: z.string().regex(
+    /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/,
+    "must be a DNS label (lower-case letters, digits, '-')",
+  ),
+  subnets: subnetSelectorSchema.default("node"),
+  securityGroups: sgSelectorSchema.default("primary"),
+  minimumIps: count.default(0),
+  warmIps: count.default(0),
+  warmEnis: count.default(1),
+  prefixDelegation: z.boolean().default(false),
+  maxEnis: z.int().positive().optional(),
+  firstInterfaceIndex: count.default(0),
+  allowSharedSubnets: z.boolean().default(true),
+  ipCooldownSeconds: count.default(30),
+}).strict();
+
+const loopbackListen = z.string().superRefine((s, ctx) => {
+  const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(s);
+  if (!m) {
+    ctx.addIssue({ code: "custom", message: `expected host:port, got "${s}"` });
+    return;
+  }
+  const host = m[1].replace(/^\[|\]$/g, "");
+  if (!/^127\.\d+\.\d+\.\d+$/.test(host) && host !== "::1" && host !== "localhost") {
+    ctx.addIssue({
+      code: "custom",
+      message: `must be a loopback address (127.0.0.0/8 or ::1), got "${host}"`,
+    });
+  }
+  if (Number(m[2]) > 65535) ctx.addIssue({ code: "custom", message: "port out of range" });
+});
+
+const urlText = z.url({ protocol: /^https?$/ });
+
+/** The schema of the whole configuration, defaults included. */
+export const configSchema = z.object({
+  clusterName: z.string().min(1).max(128).default("vpcni"),
+  datapath: z.enum(["ipvlan-l2", "ipvlan-l3s", "veth"]).default("ipvlan-l2"),
+  socketPath: z.string().startsWith("/").default(DEFAULT_IPAM_SOCKET),
+  stateDir: z.string().startsWith("/").default("/var/lib/vpcni"),
+  listen: loopbackListen.default("127.0.0.1:61679"),
+  region: z.string().optional(),
+  ec2Endpoint: urlText.optional(),
+  imdsEndpoint: urlText.optional(),
+  logLevel: z.enum(["debug", "info", "warning", "error"]).default("info"),
+  addTimeoutSeconds: z.number().positive().max(300).default(20),
+  reconcileIntervalSeconds: z.number().positive().default(5),
+  releaseDelaySeconds: z.number().nonnegative().default(60),
+  leakedEniGraceSeconds: z.number().nonnegative().default(300),
+  ec2ResyncSeconds: z.number().positive().default(60),
+  routeTableBase: z.int().min(1).max(0x7fffffff - 64).default(100),
+  defaultPool: z.string().optional(),
+  pools: z.array(poolSchema).min(1).default([{
+    name: "default",
+    subnets: "node",
+    securityGroups: "primary",
+    minimumIps: 0,
+    warmIps: 0,
+    warmEnis: 1,
+    prefixDelegation: false,
+    firstInterfaceIndex: 0,
+    allowSharedSubnets: true,
+    ipCooldownSeconds: 30,
+  }]),
+}).strict().superRefine((c, ctx) => {
+  const seen = new Set<string>();
+  c.pools.forEach((p, i) => {
+    if (seen.has(p.name)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["pools", i, "name"],
+        message: `duplicate pool name "${p.name}"`,
+      });
+    }
+    seen.add(p.name);
+    if (p.prefixDelegation && p.warmEnis === 0 && p.warmIps === 0 && p.minimumIps === 0) {
+      // allowed: a pool that only grows on demand
+    }
+  });
+  if (c.defaultPool !== undefined && !seen.has(c.defaultPool)) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["defaultPool"],
+      message: `no pool named "${c.defaultPool}" (pools: ${[...seen].join(", ")})`,
+    });
+  }
+});
+
+/** The parsed, defaulted configuration. */
+export type DaemonConfig = z.infer<typeof configSchema>;
+/** One parsed pool. */
+export type PoolConfig = DaemonConfig["pools"][number];
+
+/** A configuration that cannot be used; `problems` names each bad knob. */
+export class ConfigError extends Error {
+  /** One line per bad knob, each starting with the knob's path. */
+  readonly problems: string[];
+  /** Builds the error from its problem lines and the source it came from. */
+  constructor(source: string, problems: string[]) {
+    super(`invalid configuration (${source}):\n  ${problems.join("\n  ")}`);
+    this.name = "ConfigError";
+    this.problems = problems;
+  }
+}
+
+/** Documentation of each knob, in the order the README lists them. */
+export const KNOBS: { knob: string; def: string; env?: string; flag?: string; doc: string }[] = [
+  {
+    knob: "clusterName",
+    def: "vpcni",
+    env: "VPCNI_CLUSTER_NAME",
+    flag: "--cluster-name",
+    doc: "tagged on every ENI the daemon creates; the leak collector only touches ENIs with it",
+  },
+  {
+    knob: "datapath",
+    def: "ipvlan-l2",
+    env: "VPCNI_DATAPATH",
+    flag: "--datapath",
+    doc: "ipvlan-l2 | ipvlan-l3s | veth; reported in introspection",
+  },
+  {
+    knob: "socketPath",
+    def: DEFAULT_IPAM_SOCKET,
+    env: "VPCNI_SOCKET",
+    flag: "--socket",
+    doc: "unix socket the CNI plugin talks to (mode 0600)",
+  },
+  {
+    knob: "stateDir",
+    def: "/var/lib/vpcni",
+    env: "VPCNI_STATE_DIR",
+    flag: "--state-dir",
+    doc: "where the checkpoint lives",
+  },
+  {
+    knob: "listen",
+    def: "127.0.0.1:61679",
+    env: "VPCNI_LISTEN",
+    flag: "--listen",
+    doc: "introspection and /metrics address; loopback only",
+  },
+  {
+    knob: "region",
+    def: "(from IMDS)",
+    env: "AWS_REGION",
+    flag: "--region",
+    doc: "EC2 region",
+  },
+  {
+    knob: "ec2Endpoint",
+    def: "(SDK default)",
+    env: "VPCNI_EC2_ENDPOINT",
+    flag: "--ec2-endpoint",
+    doc: "EC2 API endpoint override (the simulator, a VPC endpoint)",
+  },
+  {
+    knob: "imdsEndpoint",
+    def: "http://169.254.169.254",
+    env: "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+    flag: "--imds-endpoint",
+    doc: "IMDSv2 endpoint",
+  },
+  {
+    knob: "logLevel",
+    def: "info",
+    env: "VPCNI_LOG_LEVEL",
+    flag: "--log-level",
+    doc: "debug | info | warning | error; logs are JSON lines on stderr",
+  },
+  {
+    knob: "addTimeoutSeconds",
+    def: "20",
+    doc: "how long an ADD waits for the pool to grow before answering code 11",
+  },
+  {
+    knob: "reconcileIntervalSeconds",
+    def: "5",
+    doc: "period of the warm loop (targets, cooldown expiry, releases)",
+  },
+  {
+    knob: "releaseDelaySeconds",
+    def: "60",
+    doc: "hysteresis: a surplus must last this long before IPs or ENIs are released",
+  },
+  {
+    knob: "leakedEniGraceSeconds",
+    def: "300",
+    doc: "our tagged ENIs 'available' for longer than this are deleted",
+  },
+  {
+    knob: "ec2ResyncSeconds",
+    def: "60",
+    doc: "period of the re-sync with EC2 (adopt or drop addresses EC2 disagrees on) and of the leaked-ENI collector",
+  },
+  {
+    knob: "routeTableBase",
+    def: "100",
+    doc: "route table of ENI with device index d is routeTableBase + d",
+  },
+  { knob: "defaultPool", def: "(first pool)", doc: "pool used by pods without annotation" },
+  { knob: "pools[].name", def: "default", doc: "DNS label; annotation vpcni.io/pool names it" },
+  {
+    knob: "pools[].subnets",
+    def: "node",
+    doc: "`node` (the primary ENI's subnet), `{ids: [subnet-…]}` or `{tags: \"k=v,k2 in (a,b)\"}`",
+  },
+  {
+    knob: "pools[].securityGroups",
+    def: "primary",
+    doc: "`primary` (the primary ENI's groups), `{ids: [sg-…]}` or `{tags: \"selector\"}`",
+  },
+  { knob: "pools[].minimumIps", def: "0", doc: "total addresses (used + free) always held" },
+  { knob: "pools[].warmIps", def: "0", doc: "free addresses kept ready" },
+  {
+    knob: "pools[].warmEnis",
+    def: "1",
+    doc: "free addresses kept ready, in whole ENIs' worth (AWS VPC CNI's WARM_ENI_TARGET)",
+  },
+  {
+    knob: "pools[].prefixDelegation",
+    def: "false",
+    doc: "assign /28 prefixes instead of single addresses",
+  },
+  { knob: "pools[].maxEnis", def: "(instance limit)", doc: "most ENIs this pool may hold" },
+  {
+    knob: "pools[].firstInterfaceIndex",
+    def: "0",
+    doc: "ENIs with a lower device index are never used by this pool",
+  },
+  {
+    knob: "pools[].allowSharedSubnets",
+    def: "true",
+    doc: "several ENIs of the node may sit in one subnet",
+  },
+  {
+    knob: "pools[].ipCooldownSeconds",
+    def: "30",
+    doc: "a released address is not handed out again before this (survives restarts)",
+  },
+];
+
+/** Overrides from the command line; undefined means "not given". */
+export interface ConfigOverrides {
+  clusterName?: string;
+  datapath?: string;
+  socketPath?: string;
+  stateDir?: string;
+  listen?: string;
+  region?: string;
+  ec2Endpoint?: string;
+  imdsEndpoint?: string;
+  logLevel?: string;
+}
+
+const ENV_KEYS: [keyof ConfigOverrides, string][] = [
+  ["clusterName", "VPCNI_CLUSTER_NAME"],
+  ["datapath", "VPCNI_DATAPATH"],
+  ["socketPath", "VPCNI_SOCKET"],
+  ["stateDir", "VPCNI_STATE_DIR"],
+  ["listen", "VPCNI_LISTEN"],
+  ["region", "AWS_REGION"],
+  ["ec2Endpoint", "VPCNI_EC2_ENDPOINT"],
+  ["imdsEndpoint", "AWS_EC2_METADATA_SERVICE_ENDPOINT"],
+  ["logLevel", "VPCNI_LOG_LEVEL"],
+];
+
+/** Reads a config file's text as YAML (a superset of JSON); errors name the file and line. */
+export function parseConfigText(text: string, source: string): unknown {
+  try {
+    return parseYaml(text) ?? {};
+  } catch (e) {
+    throw new ConfigError(source, [`not valid YAML/JSON: ${(e as Error).message}`]);
+  }
+}
+
+/** Formats zod issues as `path: message` lines. */
+function issueLines(err: z.ZodError): string[] {
+  return err.issues.map((i) => {
+    const path = i.path.map((p) => typeof p === "number" ? `[${p}]` : `.${String(p)}`)
+      .join("").replace(/^\./, "");
+    let msg = i.message;
+    if (i.code === "unrecognized_keys") msg = `unknown knob(s): ${i.keys.join(", ")}`;
+    return `${path || "(top level)"}: ${msg}`;
+  });
+}
+
+/**
+ * Builds the effective configuration from a file's parsed content, the environment and
+ * flags. Throws {@linkcode ConfigError} listing every bad knob.
+ */
+export function resolveConfig(
+  fileContent: unknown,
+  env: Record<string, string | undefined>,
+  flags: ConfigOverrides,
+  source = "configuration",
+): DaemonConfig {
+  if (fileContent === null || typeof fileContent !== "object" || Array.isArray(fileContent)) {
+    throw new ConfigError(source, ["(top level): expected a mapping of knobs"]);
+  }
+  const merged: Record<string, unknown> = { ...fileContent as Record<string, unknown> };
+  for (const [key, name] of ENV_KEYS) {
+    const v = env[name];
+    if (v !== undefined && v !== "") merged[key] = v;
+  }
+  for (const [key, v] of Object.entries(flags)) {
+    if (v !== undefined) merged[key] = v;
+  }
+  const r = configSchema.safeParse(merged);
+  if (!r.success) throw new ConfigError(source, issueLines(r.error));
+  return r.data;
+}
+
+/** Loads and resolves the configuration from an optional file path. */
+export async function loadConfig(
+  path: string | undefined,
+  env: Record<string, string | undefined>,
+  flags: ConfigOverrides,
+): Promise<DaemonConfig> {
+  let content: unknown = {};
+  if (path !== undefined) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(path);
+    } catch (e) {
+      throw new ConfigError(path, [`cannot read --config file: ${(e as Error).message}`]);
+    }
+    content = parseConfigText(text, path);
+  }
+  return resolveConfig(content, env, flags, path ?? "defaults, environment and flags");
+}
+
+/** The default pool's name. */
+export function defaultPoolName(c: DaemonConfig): string {
+  return c.defaultPool ?? c.pools[0].name;
+}
+
+/** A pool's subnet selector as a parsed object. */
+export type SubnetChoice =
+  | { kind: "node" }
+  | { kind: "ids"; ids: string[] }
+  | { kind: "tags"; selector: TagSelector };
+
+/** Parses a pool's `subnets` knob (already validated). */
+export function subnetChoice(p: PoolConfig): SubnetChoice {
+  if (p.subnets === "node") return { kind: "node" };
+  if ("ids" in p.subnets) return { kind: "ids", ids: p.subnets.ids };
+  return { kind: "tags", selector: parseSelector(p.subnets.tags) };
+}
+
+/** Parses a subnet selector given in a pod annotation (`vpcni.io/subnet-selector`). */
+export function annotationSubnetChoice(text: string): SubnetChoice {
+  const t = text.trim();
+  if (t === "node") return { kind: "node" };
+  if (/^subnet-[0-9a-f]+(\s*,\s*subnet-[0-9a-f]+)*$/.test(t)) {
+    return { kind: "ids", ids: t.split(/\s*,\s*/) };
+  }
+  return { kind: "tags", selector: parseSelector(t) };
+}

@@ -1,0 +1,261 @@
+/**
+ * Starts and stops the IPAM daemon: lock the state dir, learn the node, resolve pools
+ * against EC2 (refusing to start half-configured), reconcile, then serve the unix API and
+ * loopback introspection and run the warm loop and the leaked-ENI collector.
+ *
+ * Files the daemon writes (see README): `<stateDir>/ipam-checkpoint.json` (+ its temp
+ * `.ipam-checkpoint.json.tmp`), `<stateDir>/ipam.lock`, and the socket at `socketPath`.
+ *
+ * @module
+ */
+import type { CloudApi, SecurityGroupInfo, SubnetInfo } from "./cloud.ts";
+import { ConfigError, type DaemonConfig, subnetChoice } from "./config.ts";
+import { CheckpointWriter, readCheckpoint } from "./checkpoint.ts";
+import { createMetrics, type DaemonMetrics } from "./metrics.ts";
+import type { GrowthContext } from "./growth.ts";
+import { PoolManager } from "./pools.ts";
+import { type KernelView, netnsPathKernelView, reconcile, type ReconcileReport } from "./reconcile.ts";
+import { matchSubnets } from "./subnets.ts";
+import { matchesTags, parseSelector } from "./selector.ts";
+import { serveUnixApi } from "./api.ts";
+import { LeakedEniCollector, resyncWithEc2, trackMutations } from "./ec2_sync.ts";
+import { serveIntrospection } from "./introspect.ts";
+import { log } from "./log.ts";
+
+/** The lock file that keeps two daemons off one state dir. */
+export const LOCK_FILE = "ipam.lock";
+
+/** A running daemon. */
+export interface RunningDaemon {
+  pools: PoolManager;
+  metrics: DaemonMetrics;
+  report: ReconcileReport;
+  /** Where introspection listens (useful when `listen` asked for port 0). */
+  introspectionAddr: Deno.NetAddr;
+  /** Resolves when the daemon has stopped. */
+  finished: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Resolves each pool's security groups; errors name the pool's knob. */
+function resolveSecurityGroups(
+  cfg: DaemonConfig,
+  primarySgs: string[],
+  groups: SecurityGroupInfo[],
+): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const problems: string[] = [];
+  cfg.pools.forEach((p, i) => {
+    const sg = p.securityGroups;
+    if (sg === "primary") out.set(p.name, primarySgs);
+    else if ("ids" in sg) {
+      const missing = sg.ids.filter((id) => !groups.some((g) => g.id === id));
+      if (missing.length) {
+        problems.push(`pools[${i}].securityGroups: no such security group ${missing.join(", ")}`);
+      }
+      out.set(p.name, sg.ids);
+    } else {
+      const sel = parseSelector(sg.tags);
+      const ids = groups.filter((g) => matchesTags(sel, g.tags)).map((g) => g.id);
+      if (ids.length === 0) {
+        problems.push(`pools[${i}].securityGroups: tag selector "${sg.tags}" matches no group`);
+      } else if (ids.length > 5) {
+        problems.push(
+          `pools[${i}].securityGroups: tag selector "${sg.tags}" matches ${ids.length} groups ` +
+            `(an ENI takes at most 5)`,
+        );
+      }
+      out.set(p.name, ids.slice(0, 5));
+    }
+  });
+  if (problems.length) throw new ConfigError("pools resolved against EC2", problems);
+  return out;
+}
+
+/** Starts the daemon with a cloud (the real one, or the simulator's through the real SDK). */
+export async function startDaemon(
+  cfg: DaemonConfig,
+  cloud: CloudApi,
+  o: { kernel?: KernelView; now?: () => number; random?: () => number } = {},
+): Promise<RunningDaemon> {
+  const now = o.now ?? Date.now;
+  await Deno.mkdir(cfg.stateDir, { recursive: true, mode: 0o700 });
+  const lock = await Deno.open(`${cfg.stateDir}/${LOCK_FILE}`, {
+    read: true,
+    write: true,
+    create: true,
+    mode: 0o600,
+  });
+  try {
+    await lock.lock(true);
+  } catch (e) {
+    lock.close();
+    throw new Error(`cannot lock ${cfg.stateDir}/${LOCK_FILE}: ${(e as Error).message}`);
+  }
+  try {
+    return await startLocked(cfg, cloud, lock, now, o.kernel ?? netnsPathKernelView, o.random);
+  } catch (e) {
+    lock.close();
+    throw e;
+  }
+}
+
+async function startLocked(
+  cfg: DaemonConfig,
+  rawCloud: CloudApi,
+  lock: Deno.FsFile,
+  now: () => number,
+  kernel: KernelView,
+  random: (() => number) | undefined,
+): Promise<RunningDaemon> {
+  const cloud = trackMutations(rawCloud);
+  const node = await cloud.nodeMetadata();
+  const limits = await cloud.instanceLimits(node.instanceType);
+  const primary = node.enis.find((e) => e.deviceIndex === 0);
+  if (!primary) throw new Error("IMDS shows no primary ENI (device index 0)");
+  const subnets: SubnetInfo[] = await cloud.describeSubnets({ az: node.az });
+  const groups = await cloud.describeSecurityGroups();
+
+  const problems: string[] = [];
+  cfg.pools.forEach((p, i) => {
+    const matched = matchSubnets(subnetChoice(p), subnets, {
+      az: node.az,
+      primarySubnetId: primary.subnetId,
+    });
+    if (matched.length === 0) {
+      problems.push(`pools[${i}].subnets: matches no subnet in ${node.az}`);
+    }
+    if (p.firstInterfaceIndex >= limits.maxEnis) {
+      problems.push(
+        `pools[${i}].firstInterfaceIndex: ${p.firstInterfaceIndex} is not below the ` +
+          `instance's ${limits.maxEnis} ENIs`,
+      );
+    }
+  });
+  if (problems.length) throw new ConfigError("pools resolved against EC2", problems);
+  const securityGroups = resolveSecurityGroups(cfg, primary.securityGroupIds, groups);
+
+  let checkpoint = await readCheckpoint(cfg.stateDir);
+  if (checkpoint && checkpoint.instanceId !== node.instanceId) {
+    log.warn("checkpoint belongs to {other}, this is {instanceId}; starting empty", {
+      other: checkpoint.instanceId,
+      instanceId: node.instanceId,
+    });
+    checkpoint = undefined;
+  }
+  const { state, report } = await reconcile({
+    cfg,
+    cloud,
+    node,
+    subnets,
+    checkpoint,
+    kernel,
+    now: now(),
+  });
+
+  const metrics = createMetrics();
+  const ctx: GrowthContext = {
+    cfg,
+    cloud,
+    state,
+    metrics,
+    instanceId: node.instanceId,
+    az: node.az,
+    primarySubnetId: primary.subnetId,
+    maxEnis: limits.maxEnis,
+    ipv4PerEni: limits.ipv4PerEni,
+    foreignDeviceIndexes: new Set(report.foreignDeviceIndexes),
+    reservedDeviceIndexes: new Set(),
+    creating: new Set(),
+    subnets,
+    fullSubnets: new Map(),
+    onGrew: () => {},
+    now,
+    random,
+  };
+  const writer = new CheckpointWriter(cfg.stateDir, () => {
+    metrics.checkpointWrites.inc();
+    return state.toCheckpoint(now());
+  });
+  const pools = new PoolManager({
+    ctx,
+    securityGroups,
+    vpcCidrs: node.vpcCidrs,
+    nodeIps: primary.localIpv4s.slice(0, 1),
+    save: () => writer.save(),
+  });
+  await writer.save(); // the reconciled state is the new truth
+
+  let ready = false;
+  const api = await serveUnixApi(cfg.socketPath, pools);
+  const introspection = serveIntrospection(cfg.listen, cfg, pools, () => ready);
+
+  let stopping = false;
+  let resolveFinished!: () => void;
+  const finished = new Promise<void>((r) => resolveFinished = r);
+  const collector = new LeakedEniCollector(ctx);
+  const loop = (async () => {
+    let lastSync = 0;
+    let lastSubnetRefresh = now();
+    while (!stopping) {
+      try {
+        await pools.tick();
+        ready = true;
+        if (now() - lastSubnetRefresh > 60_000) {
+          lastSubnetRefresh = now();
+          const fresh = await cloud.describeSubnets({ az: node.az });
+          ctx.subnets.splice(0, ctx.subnets.length, ...fresh);
+        }
+        if (now() - lastSync >= cfg.ec2ResyncSeconds * 1000) {
+          lastSync = now();
+          if (await resyncWithEc2(ctx, cloud)) await writer.save();
+          await collector.collect();
+        }
+      } catch (e) {
+        log.warn("warm loop step failed: {error}", { error: String(e) });
+      }
+      await sleepUnless(cfg.reconcileIntervalSeconds * 1000, () => stopping);
+    }
+  })();
+
+  log.info("vpcni IPAM daemon serving on {socket}, introspection on {listen}", {
+    socket: cfg.socketPath,
+    listen: cfg.listen,
+    instanceId: node.instanceId,
+    instanceType: node.instanceType,
+    maxEnis: limits.maxEnis,
+    ipv4PerEni: limits.ipv4PerEni,
+  });
+
+  return {
+    pools,
+    metrics,
+    report,
+    introspectionAddr: introspection.addr,
+    finished,
+    async stop() {
+      if (stopping) return finished;
+      stopping = true;
+      await Promise.allSettled([api.shutdown(), introspection.shutdown(), loop]);
+      await writer.save().catch(() => {});
+      await Deno.remove(cfg.socketPath).catch(() => {});
+      lock.close();
+      rawCloud.close?.();
+      resolveFinished();
+    },
+  };
+}
+
+function sleepUnless(ms: number, stop: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const step = Math.min(ms, 200);
+    let left = ms;
+    const t = setInterval(() => {
+      left -= step;
+      if (left <= 0 || stop()) {
+        clearInterval(t);
+        resolve();
+      }
+    }, step);
+  });
+}

@@ -1,0 +1,99 @@
+/**
+ * Introspection and metrics on loopback: GET /v1/pools, /v1/enis, /v1/allocations,
+ * /v1/cooldowns, /v1/config, /healthz, /readyz and Prometheus /metrics.
+ *
+ * @module
+ */
+import type { DaemonConfig } from "./config.ts";
+import type { PoolManager } from "./pools.ts";
+import { perEniCapacity } from "./growth.ts";
+import { warmShortfall } from "./node_state.ts";
+
+/** Builds the pools view (also what doctor reads). */
+export function poolsView(pools: PoolManager) {
+  const now = pools.ctx.now();
+  return [...pools.pools.values()].map((rt) => {
+    const s = pools.ctx.state.stats(rt.cfg.name, now);
+    const w = warmShortfall(rt.cfg, s, perEniCapacity(rt.cfg, pools.ctx));
+    return {
+      name: rt.cfg.name,
+      ...s,
+      wantFree: w.wantFree,
+      shortfall: w.shortfall,
+      surplus: w.surplus,
+      growing: rt.growing !== undefined,
+      exhausted: rt.exhausted ?? null,
+      securityGroupIds: rt.securityGroupIds,
+      subnets: rt.choice.kind === "tags" ? { tags: rt.choice.selector.text } : rt.choice,
+    };
+  });
+}
+
+/** Refreshes the scrape-time metrics from the live state. */
+export function refreshMetrics(pools: PoolManager): void {
+  const m = pools.ctx.metrics;
+  const now = pools.ctx.now();
+  for (const rt of pools.pools.values()) {
+    const pool = rt.cfg.name;
+    const s = pools.ctx.state.stats(pool, now);
+    for (const state of ["total", "used", "free", "cooling"] as const) {
+      m.poolIps.set({ pool, state }, s[state]);
+    }
+    m.poolEnis.set({ pool }, s.enis);
+    for (const reason of ["subnet_full", "eni_limit"] as const) {
+      m.poolExhausted.set({ pool, reason }, rt.exhausted?.reason === reason ? 1 : 0);
+    }
+  }
+  const c = pools.ctx.cloud.callCounts();
+  for (const [action, n] of c.calls) m.ec2Calls.set({ action }, n);
+  for (const [k, n] of c.errors) {
+    const [action, code] = k.split(":");
+    m.ec2Errors.set({ action, code: code ?? "Unknown" }, n);
+  }
+  m.ec2Throttles.set(c.throttles);
+}
+
+/** Serves introspection on `listen` (loopback, checked by the config schema). */
+export function serveIntrospection(
+  listen: string,
+  cfg: DaemonConfig,
+  pools: PoolManager,
+  ready: () => boolean,
+): Deno.HttpServer<Deno.NetAddr> {
+  const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(listen)!;
+  return Deno.serve({ hostname: m[1], port: Number(m[2]), onListen: () => {} }, async (req) => {
+    if (req.method !== "GET") return new Response("method not allowed\n", { status: 405 });
+    const path = new URL(req.url).pathname;
+    const now = pools.ctx.now();
+    switch (path) {
+      case "/healthz":
+        return new Response("ok\n");
+      case "/readyz":
+        return ready() ? new Response("ready\n") : new Response("starting\n", { status: 503 });
+      case "/v1/pools":
+        return Response.json(poolsView(pools));
+      case "/v1/enis":
+        return Response.json(
+          [...pools.ctx.state.enis.values()].map((e) => ({
+            ...e,
+            ips: [...e.ips],
+            used: [...e.ips].filter((ip) => pools.ctx.state.holder.has(ip)).length,
+          })),
+        );
+      case "/v1/allocations":
+        return Response.json([...pools.ctx.state.allocations.values()]);
+      case "/v1/cooldowns":
+        return Response.json([...pools.ctx.state.cooldowns.values()].filter((c) => c.until > now));
+      case "/v1/config":
+        return Response.json(cfg);
+      case "/metrics": {
+        refreshMetrics(pools);
+        return new Response(await pools.ctx.metrics.registry.metrics(), {
+          headers: { "content-type": pools.ctx.metrics.registry.contentType },
+        });
+      }
+      default:
+        return new Response(`no such endpoint ${path}\n`, { status: 404 });
+    }
+  });
+}

@@ -1,0 +1,445 @@
+/**
+ * The pool manager: serves ADD/DEL/CHECK/GC/STATUS from the node state, grows pools
+ * single-flight when an ADD finds nothing free, and runs the warm loop (targets, hysteresis
+ * on release, cooldown expiry) and the leaked-ENI collector.
+ *
+ * @module
+ */
+import type {
+  IpamAddRequest,
+  IpamResponse,
+  PodAllocation,
+} from "../cni/ipam_protocol.ts";
+import { cloudErrorCode } from "./cloud.ts";
+import {
+  annotationSubnetChoice,
+  defaultPoolName,
+  type PoolConfig,
+  type SubnetChoice,
+  subnetChoice,
+} from "./config.ts";
+import type { AllocationRecord } from "./checkpoint.ts";
+import {
+  addEni,
+  assignToExisting,
+  candidateSubnets,
+  deleteDetached,
+  type ExhaustReason,
+  type GrowthContext,
+  perEniCapacity,
+  PoolExhausted,
+} from "./growth.ts";
+import { attachmentKey, warmShortfall } from "./node_state.ts";
+import { matchSubnets, subnetGateway } from "./subnets.ts";
+import { log } from "./log.ts";
+
+/** Annotation naming a pod's pool. */
+export const ANNOTATION_POOL = "vpcni.io/pool";
+/** Annotation choosing a pool by subnet selector. */
+export const ANNOTATION_SUBNET_SELECTOR = "vpcni.io/subnet-selector";
+
+/** Live state of one pool besides its addresses. */
+export interface PoolRuntime {
+  cfg: PoolConfig;
+  choice: SubnetChoice;
+  securityGroupIds: string[];
+  growing?: Promise<void>;
+  exhausted?: { reason: ExhaustReason; since: number; detail: string };
+  surplusSince?: number;
+  waitingAdds: number;
+  waiters: Set<() => void>;
+  /** No warm-loop growth before this (backoff after EC2 failures). */
+  nextGrowAt: number;
+  growFailures: number;
+}
+
+/** Everything the manager needs besides the growth context. */
+export interface PoolManagerOptions {
+  ctx: GrowthContext;
+  securityGroups: Map<string, string[]>;
+  vpcCidrs: string[];
+  nodeIps: string[];
+  save: () => Promise<void>;
+}
+
+/** Serves the protocol's operations over the pools. */
+export class PoolManager {
+  readonly pools = new Map<string, PoolRuntime>();
+  readonly ctx: GrowthContext;
+  readonly #o: PoolManagerOptions;
+  readonly #inflight = new Map<string, Promise<IpamResponse>>();
+
+  /** Builds the runtime of every configured pool. */
+  constructor(o: PoolManagerOptions) {
+    this.#o = o;
+    this.ctx = o.ctx;
+    for (const p of o.ctx.cfg.pools) {
+      this.pools.set(p.name, {
+        cfg: p,
+        choice: subnetChoice(p),
+        securityGroupIds: o.securityGroups.get(p.name) ?? [],
+        waitingAdds: 0,
+        waiters: new Set(),
+        nextGrowAt: 0,
+        growFailures: 0,
+      });
+    }
+    o.ctx.onGrew = () => {
+      for (const rt of this.pools.values()) this.#notify(rt);
+    };
+  }
+
+  /** Picks the pool for an ADD from its annotations; an error response when it cannot. */
+  resolvePool(annotations: Record<string, string> | undefined): PoolRuntime | IpamResponse {
+    const named = annotations?.[ANNOTATION_POOL];
+    if (named !== undefined) {
+      const rt = this.pools.get(named);
+      if (rt) return rt;
+      return {
+        ok: false,
+        code: 7,
+        msg: `annotation ${ANNOTATION_POOL}="${named}" names no pool`,
+        details: `pools: ${[...this.pools.keys()].join(", ")}`,
+      };
+    }
+    const selText = annotations?.[ANNOTATION_SUBNET_SELECTOR];
+    if (selText !== undefined) {
+      let choice: SubnetChoice;
+      try {
+        choice = annotationSubnetChoice(selText);
+      } catch (e) {
+        return { ok: false, code: 7, msg: `annotation ${ANNOTATION_SUBNET_SELECTOR}: ${(e as Error).message}` };
+      }
+      const node = { az: this.ctx.az, primarySubnetId: this.ctx.primarySubnetId };
+      const wanted = new Set(matchSubnets(choice, this.ctx.subnets, node).map((s) => s.id));
+      let best: PoolRuntime | undefined;
+      let bestScore = 0;
+      for (const rt of this.pools.values()) {
+        const ids = matchSubnets(rt.choice, this.ctx.subnets, node).map((s) => s.id);
+        const inside = ids.filter((id) => wanted.has(id)).length;
+        // A pool fits when all its subnets are among the wanted ones; more overlap wins.
+        if (inside > bestScore && inside === ids.length) {
+          best = rt;
+          bestScore = inside;
+        }
+      }
+      if (best) return best;
+      return {
+        ok: false,
+        code: 7,
+        msg: `no pool uses only subnets matching ${ANNOTATION_SUBNET_SELECTOR}="${selText}"`,
+        details: `matching subnets: ${[...wanted].join(", ") || "none"}`,
+      };
+    }
+    return this.pools.get(defaultPoolName(this.ctx.cfg))!;
+  }
+
+  /** ADD: the same answer for the same attachment; never the same address twice. */
+  add(req: IpamAddRequest): Promise<IpamResponse> {
+    const key = attachmentKey(req);
+    const existing = this.ctx.state.allocations.get(key);
+    if (existing) {
+      this.ctx.metrics.adds.inc({ pool: existing.pool, result: "idempotent" });
+      return Promise.resolve({ ok: true, allocation: this.podAllocation(existing) });
+    }
+    const running = this.#inflight.get(key);
+    if (running) return running;
+    const p = this.#add(req).finally(() => this.#inflight.delete(key));
+    this.#inflight.set(key, p);
+    return p;
+  }
+
+  async #add(req: IpamAddRequest): Promise<IpamResponse> {
+    const rt = this.resolvePool(req.annotations);
+    if (!("cfg" in rt)) return rt;
+    const pool = rt.cfg.name;
+    const start = performance.now();
+    const deadline = this.ctx.now() + this.ctx.cfg.addTimeoutSeconds * 1000;
+    let waited = false;
+    let grewOnce = false;
+    rt.waitingAdds++;
+    try {
+      for (;;) {
+        const rec = this.ctx.state.take(pool, this.ctx.now(), {
+          network: req.network,
+          containerId: req.containerId,
+          ifName: req.ifName,
+          podNamespace: req.podNamespace,
+          podName: req.podName,
+          podUid: req.podUid,
+          netns: req.netns,
+        });
+        if (rec) {
+          await this.#o.save();
+          const secs = (performance.now() - start) / 1000;
+          this.ctx.metrics.addWait.observe({ pool }, waited ? secs : 0);
+          this.ctx.metrics.adds.inc({ pool, result: waited ? "waited" : "fast" });
+          this.#kickWarm(rt);
+          return { ok: true, allocation: this.podAllocation(rec) };
+        }
+        waited = true;
+        const now = this.ctx.now();
+        if (now >= deadline) break;
+        const cooldownEnd = this.ctx.state.nextCooldownEnd(pool, now);
+        // Once a growth attempt made for this ADD ended in exhaustion, waiting is pointless
+        // unless a cooling address comes back before the deadline.
+        if (
+          grewOnce && rt.exhausted && !rt.growing &&
+          (cooldownEnd === undefined || cooldownEnd > deadline)
+        ) break;
+        const growth = this.grow(rt).then(() => {
+          grewOnce = true;
+        });
+        await this.#waitChange(rt, Math.min(deadline, cooldownEnd ?? deadline) - now, growth);
+      }
+    } finally {
+      rt.waitingAdds--;
+    }
+    this.ctx.metrics.adds.inc({ pool, result: "no_ip" });
+    const why = rt.exhausted
+      ? `${rt.exhausted.reason}: ${rt.exhausted.detail}`
+      : `pool did not grow within ${this.ctx.cfg.addTimeoutSeconds} s`;
+    log.warn("ADD {containerId} got no address from pool {pool}: {why}", {
+      containerId: req.containerId,
+      pool,
+      why,
+    });
+    return { ok: false, code: 11, msg: `no free address in pool ${pool}`, details: why };
+  }
+
+  #waitChange(rt: PoolRuntime, ms: number, growth: Promise<void>): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        rt.waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, Math.max(1, ms));
+      rt.waiters.add(done);
+      growth.then(done, done);
+    });
+  }
+
+  #notify(rt: PoolRuntime) {
+    for (const w of [...rt.waiters]) w();
+  }
+
+  /** DEL: releases the attachment's address into cooldown (unknown attachments: nothing). */
+  async del(key: string): Promise<PodAllocation[]> {
+    const a = this.#release(key);
+    if (a) await this.#o.save();
+    return a ? [this.podAllocation(a)] : [];
+  }
+
+  #release(key: string): AllocationRecord | undefined {
+    const a = this.ctx.state.allocations.get(key);
+    if (!a) return undefined;
+    const rt = this.pools.get(a.pool);
+    const cooldownMs = (rt?.cfg.ipCooldownSeconds ?? 30) * 1000;
+    this.ctx.state.release(key, this.ctx.now(), cooldownMs);
+    this.ctx.metrics.dels.inc({ pool: a.pool });
+    if (rt && cooldownMs === 0) this.#notify(rt);
+    return a;
+  }
+
+  /** GC: releases every attachment of `network` not in `valid`. */
+  async gc(network: string, valid: { containerId: string; ifName: string }[]) {
+    const keep = new Set(valid.map((v) => attachmentKey({ network, ...v })));
+    const released: PodAllocation[] = [];
+    for (const [key, a] of [...this.ctx.state.allocations]) {
+      if (a.network !== network || keep.has(key)) continue;
+      const r = this.#release(key);
+      if (r) released.push(this.podAllocation(r));
+    }
+    if (released.length > 0) await this.#o.save();
+    return released;
+  }
+
+  /** The protocol's view of an allocation. */
+  podAllocation(a: AllocationRecord): PodAllocation {
+    const eni = this.ctx.state.enis.get(a.eniId);
+    if (!eni) throw new Error(`allocation ${a.ip} refers to unknown ENI ${a.eniId}`);
+    return {
+      network: a.network,
+      containerId: a.containerId,
+      ifName: a.ifName,
+      ip: a.ip,
+      pool: a.pool,
+      eni: {
+        id: eni.id,
+        mac: eni.mac,
+        deviceIndex: eni.deviceIndex,
+        primary: eni.primary,
+        subnetId: eni.subnetId,
+        subnetCidr: eni.subnetCidr,
+        gateway: subnetGateway(eni.subnetCidr),
+        routeTable: this.ctx.cfg.routeTableBase + eni.deviceIndex,
+      },
+      vpcCidrs: this.#o.vpcCidrs,
+      nodeIps: this.#o.nodeIps,
+    };
+  }
+
+  /** Starts growth of a pool unless it is already growing; resolves when that run ends. */
+  grow(rt: PoolRuntime): Promise<void> {
+    if (rt.growing) return rt.growing;
+    rt.growing = this.#grow(rt).finally(() => {
+      rt.growing = undefined;
+      this.#notify(rt);
+    });
+    return rt.growing;
+  }
+
+  async #grow(rt: PoolRuntime): Promise<void> {
+    const pool = rt.cfg;
+    const per = perEniCapacity(pool, this.ctx);
+    try {
+      for (let round = 0; round < this.ctx.maxEnis + 1; round++) {
+        const s = this.ctx.state.stats(pool.name, this.ctx.now());
+        const { shortfall } = warmShortfall(pool, s, per);
+        const need = Math.max(shortfall, rt.waitingAdds - s.free);
+        if (need <= 0) break;
+        const got = await assignToExisting(this.ctx, pool, need);
+        if (got >= need) continue;
+        await addEni(this.ctx, pool, rt.choice, rt.securityGroupIds, need - got);
+      }
+      this.#clearExhausted(rt);
+      rt.growFailures = 0;
+    } catch (e) {
+      if (e instanceof PoolExhausted) {
+        this.#setExhausted(rt, e.reason, e.message);
+        return;
+      }
+      const code = cloudErrorCode(e) ?? "Unknown";
+      this.ctx.metrics.growFailures.inc({ pool: pool.name, code });
+      rt.growFailures++;
+      rt.nextGrowAt = this.ctx.now() + Math.min(30_000, 500 * 2 ** rt.growFailures);
+      log.warn("pool {pool} failed to grow: {code} {error}", {
+        pool: pool.name,
+        code,
+        error: (e as Error).message,
+      });
+    }
+  }
+
+  #setExhausted(rt: PoolRuntime, reason: ExhaustReason, detail: string) {
+    if (rt.exhausted?.reason !== reason) {
+      this.ctx.metrics.exhaustedTotal.inc({ pool: rt.cfg.name, reason });
+      log.warn("pool {pool} cannot grow: {reason}: {detail}", {
+        pool: rt.cfg.name,
+        reason,
+        detail,
+        condition: reason,
+      });
+    }
+    rt.exhausted = { reason, since: this.ctx.now(), detail };
+  }
+
+  #clearExhausted(rt: PoolRuntime) {
+    if (rt.exhausted) log.info("pool {pool} can grow again", { pool: rt.cfg.name });
+    rt.exhausted = undefined;
+  }
+
+  #kickWarm(rt: PoolRuntime) {
+    const s = this.ctx.state.stats(rt.cfg.name, this.ctx.now());
+    const { shortfall } = warmShortfall(rt.cfg, s, perEniCapacity(rt.cfg, this.ctx));
+    if (shortfall > 0 && !rt.growing && !rt.exhausted && this.ctx.now() >= rt.nextGrowAt) {
+      void this.grow(rt);
+    }
+  }
+
+  /** One step of the warm loop: expire cooldowns, grow short pools, shrink long ones. */
+  async tick(): Promise<void> {
+    const now = this.ctx.now();
+    if (this.ctx.state.expireCooldowns(now)) await this.#o.save();
+    for (const rt of this.pools.values()) {
+      const per = perEniCapacity(rt.cfg, this.ctx);
+      const s = this.ctx.state.stats(rt.cfg.name, now);
+      const { shortfall, surplus } = warmShortfall(rt.cfg, s, per);
+      if (shortfall > 0 && !rt.growing && now >= rt.nextGrowAt) {
+        // Exhaustion is re-tested each tick: a freed ENI slot or subnet room ends it. Not
+        // awaited, so pools grow side by side.
+        void this.grow(rt);
+      }
+      if (surplus > 0 && !rt.growing) {
+        rt.surplusSince ??= now;
+        if (now - rt.surplusSince >= this.ctx.cfg.releaseDelaySeconds * 1000) {
+          await this.#shrink(rt, surplus).catch((e) =>
+            log.warn("pool {pool} failed to release surplus: {error}", {
+              pool: rt.cfg.name,
+              error: String(e),
+            })
+          );
+          rt.surplusSince = undefined;
+        }
+      } else {
+        rt.surplusSince = undefined;
+      }
+    }
+  }
+
+  async #shrink(rt: PoolRuntime, surplus: number): Promise<void> {
+    const { state, cloud, metrics } = this.ctx;
+    const now = this.ctx.now();
+    const pool = rt.cfg.name;
+    // Whole ENIs first, highest device index first: no pod, nothing cooling.
+    for (const eni of state.poolEnis(pool).reverse()) {
+      if (eni.primary || !eni.attachmentId) continue;
+      const idle = [...eni.ips].every((ip) => state.isFree(ip, now));
+      if (!idle || eni.ips.size > surplus) continue;
+      state.enis.delete(eni.id); // synchronously: no ADD can take its addresses now
+      surplus -= eni.ips.size;
+      log.info("releasing idle ENI {eniId} of pool {pool}", { eniId: eni.id, pool });
+      await cloud.detachEni(eni.attachmentId);
+      await deleteDetached(this.ctx, eni.id);
+      metrics.enisDeleted.inc({ reason: "surplus" });
+      this.#clearExhausted(rt);
+      for (const other of this.pools.values()) if (other.exhausted?.reason === "eni_limit") this.#clearExhausted(other);
+    }
+    if (surplus <= 0) return;
+    for (const eni of state.poolEnis(pool).reverse()) {
+      if (surplus <= 0) break;
+      if (rt.cfg.prefixDelegation) {
+        for (const prefix of [...eni.prefixes]) {
+          const addrs = eni.ips.size ? [...eni.ips].filter((ip) => ipInPrefix(ip, prefix)) : [];
+          if (addrs.length > surplus || !addrs.every((ip) => state.isFree(ip, now))) continue;
+          for (const ip of addrs) eni.ips.delete(ip);
+          eni.prefixes = eni.prefixes.filter((p) => p !== prefix);
+          surplus -= addrs.length;
+          await cloud.unassignPrefixes({ eniId: eni.id, prefixes: [prefix] });
+          metrics.ipsUnassigned.inc({ pool }, addrs.length);
+        }
+        continue;
+      }
+      const spare = [...eni.ips].filter((ip) => state.isFree(ip, now)).slice(0, surplus);
+      if (spare.length === 0) continue;
+      for (const ip of spare) eni.ips.delete(ip);
+      surplus -= spare.length;
+      try {
+        await cloud.unassignIps({ eniId: eni.id, ips: spare });
+        eni.full = false;
+        metrics.ipsUnassigned.inc({ pool }, spare.length);
+      } catch (e) {
+        for (const ip of spare) eni.ips.add(ip); // still assigned: keep using them
+        throw e;
+      }
+    }
+  }
+
+  /** STATUS of a pool. */
+  status(poolName?: string): IpamResponse {
+    const rt = this.pools.get(poolName ?? defaultPoolName(this.ctx.cfg));
+    if (!rt) return { ok: false, code: 7, msg: `no pool named "${poolName}"` };
+    const s = this.ctx.state.stats(rt.cfg.name, this.ctx.now());
+    const canGrow = !rt.exhausted && candidateSubnets(this.ctx, rt.choice).length > 0;
+    return { ok: true, pool: rt.cfg.name, available: s.free, canGrow };
+  }
+}
+
+function ipInPrefix(ip: string, prefix: string): boolean {
+  const [base] = prefix.split("/");
+  const a = ip.split(".");
+  const b = base.split(".");
+  return a[0] === b[0] && a[1] === b[1] && a[2] === b[2] &&
+    (Number(a[3]) & 0xf0) === (Number(b[3]) & 0xf0);
+}

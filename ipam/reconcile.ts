@@ -1,0 +1,195 @@
+/**
+ * Start-up reconciliation of three sources into one node state:
+ * - EC2 (and IMDS for the primary ENI): the truth for which ENIs are attached and which
+ *   addresses they hold;
+ * - the checkpoint: which pod holds which address, and cooldowns;
+ * - the kernel: whether each pod's network namespace still exists.
+ *
+ * Allocations whose address EC2 no longer assigns are dropped; allocations whose pod netns
+ * is gone are orphans, released into cooldown; assigned addresses nobody holds are free.
+ *
+ * @module
+ */
+import type { CloudApi, EniDescription, NodeMetadata } from "./cloud.ts";
+import type { Checkpoint } from "./checkpoint.ts";
+import type { DaemonConfig, SubnetChoice } from "./config.ts";
+import { defaultPoolName, subnetChoice } from "./config.ts";
+import { attachmentKey, type ManagedEni, NodeState } from "./node_state.ts";
+import { TAG_CLUSTER, TAG_INSTANCE, TAG_POOL } from "./growth.ts";
+import { matchSubnets, prefixAddresses } from "./subnets.ts";
+import type { SubnetInfo } from "./cloud.ts";
+import { log } from "./log.ts";
+
+/**
+ * What the kernel can tell about a pod. The netlink room's read-only link listing can
+ * later refine this (host-side veth of the attachment); today a pod is alive while the
+ * netns path the runtime gave on ADD exists, which is what kubelet's runtime removes on
+ * sandbox teardown.
+ */
+export interface KernelView {
+  /** true: the pod's netns exists; false: it is gone; undefined: cannot tell. */
+  podAlive(netns: string | undefined): Promise<boolean | undefined>;
+}
+
+/** The default kernel view: a pod is alive while its netns path exists. */
+export const netnsPathKernelView: KernelView = {
+  async podAlive(netns) {
+    if (!netns) return undefined;
+    try {
+      await Deno.stat(netns);
+      return true;
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) return false;
+      return undefined;
+    }
+  },
+};
+
+/** Summary of what reconciliation did, for the log and for tests. */
+export interface ReconcileReport {
+  enis: number;
+  kept: number;
+  droppedUnassigned: number;
+  orphansReleased: number;
+  cooldownsKept: number;
+  foreignDeviceIndexes: number[];
+}
+
+/** Builds the node state from EC2, the checkpoint and the kernel. */
+export async function reconcile(o: {
+  cfg: DaemonConfig;
+  cloud: CloudApi;
+  node: NodeMetadata;
+  subnets: SubnetInfo[];
+  checkpoint: Checkpoint | undefined;
+  kernel: KernelView;
+  now: number;
+}): Promise<{ state: NodeState; report: ReconcileReport }> {
+  const { cfg, cloud, node } = o;
+  const state = new NodeState(node.instanceId);
+  const primary = node.enis.find((e) => e.deviceIndex === 0);
+  if (!primary) throw new Error("IMDS lists no ENI at device index 0");
+
+  // EC2 is the truth for addresses; describe every ENI the metadata shows plus our tagged
+  // ones (IMDS lags behind attachments that just happened).
+  const tagged = await cloud.describeTaggedEnis({
+    [TAG_CLUSTER]: cfg.clusterName,
+    [TAG_INSTANCE]: node.instanceId,
+  });
+  const ids = new Set([...node.enis.map((e) => e.eniId), ...tagged.map((e) => e.id)]);
+  const described = await cloud.describeEnis([...ids]);
+  const byId = new Map(described.map((d) => [d.id, d]));
+
+  const poolOfPrimary = primaryPool(cfg, o.subnets, node, primary.subnetId);
+  const foreign: number[] = [];
+  for (const d of byId.values()) {
+    const att = d.attachment;
+    if (!att || att.instanceId !== node.instanceId) continue;
+    if (att.status !== "attached" && att.status !== "attaching") continue;
+    const isPrimary = att.deviceIndex === 0;
+    const ours = d.tags[TAG_CLUSTER] === cfg.clusterName && d.tags[TAG_INSTANCE] === node.instanceId;
+    let pool: string | undefined;
+    if (isPrimary) pool = poolOfPrimary;
+    else if (ours) {
+      pool = d.tags[TAG_POOL];
+      if (!pool || !cfg.pools.some((p) => p.name === pool)) {
+        log.warn("ENI {eniId} belongs to unknown pool {pool}; adopting it into the default pool", {
+          eniId: d.id,
+          pool,
+        });
+        pool = defaultPoolName(cfg);
+      }
+    }
+    if (pool === undefined) {
+      foreign.push(att.deviceIndex);
+      continue;
+    }
+    state.enis.set(d.id, managedEni(d, pool, isPrimary, o.subnets));
+  }
+
+  let kept = 0, droppedUnassigned = 0, orphansReleased = 0, cooldownsKept = 0;
+  const poolCooldown = new Map(cfg.pools.map((p) => [p.name, p.ipCooldownSeconds * 1000]));
+  for (const a of o.checkpoint?.allocations ?? []) {
+    const owner = state.ownerOf(a.ip);
+    if (!owner || state.holder.has(a.ip)) {
+      droppedUnassigned++;
+      log.warn("checkpoint allocation {ip} of {containerId} is no longer assigned; dropped", {
+        ip: a.ip,
+        containerId: a.containerId,
+      });
+      continue;
+    }
+    const rec = { ...a, eniId: owner.id, pool: owner.pool };
+    const key = attachmentKey(rec);
+    state.allocations.set(key, rec);
+    state.holder.set(rec.ip, key);
+    if (await o.kernel.podAlive(a.netns) === false) {
+      state.release(key, o.now, poolCooldown.get(owner.pool) ?? 30_000);
+      orphansReleased++;
+      log.info("pod {podNamespace}/{podName} ({containerId}) is gone; {ip} released", {
+        ...a,
+      });
+    } else kept++;
+  }
+  for (const c of o.checkpoint?.cooldowns ?? []) {
+    const owner = state.ownerOf(c.ip);
+    if (owner && c.until > o.now && !state.holder.has(c.ip)) {
+      state.cooldowns.set(c.ip, { ...c, eniId: owner.id });
+      cooldownsKept++;
+    }
+  }
+  const report: ReconcileReport = {
+    enis: state.enis.size,
+    kept,
+    droppedUnassigned,
+    orphansReleased,
+    cooldownsKept,
+    foreignDeviceIndexes: foreign,
+  };
+  log.info("reconciled: {enis} ENIs, {kept} allocations kept, {orphansReleased} orphans", {
+    ...report,
+  });
+  return { state, report };
+}
+
+function managedEni(
+  d: EniDescription,
+  pool: string,
+  primary: boolean,
+  subnets: SubnetInfo[],
+): ManagedEni {
+  const ips = new Set<string>(d.privateIps.slice(1));
+  for (const p of d.prefixes) for (const ip of prefixAddresses(p)) ips.add(ip);
+  return {
+    id: d.id,
+    mac: d.mac.toLowerCase(),
+    deviceIndex: d.attachment?.deviceIndex ?? 0,
+    subnetId: d.subnetId,
+    subnetCidr: subnets.find((s) => s.id === d.subnetId)?.cidr ?? "",
+    pool,
+    primary,
+    attachmentId: d.attachment?.id,
+    ips,
+    prefixes: [...d.prefixes],
+  };
+}
+
+/** The pool that uses the primary ENI: the first with firstInterfaceIndex 0 matching its subnet. */
+function primaryPool(
+  cfg: DaemonConfig,
+  subnets: SubnetInfo[],
+  node: NodeMetadata,
+  primarySubnetId: string,
+): string | undefined {
+  const ordered = [
+    ...cfg.pools.filter((p) => p.name === defaultPoolName(cfg)),
+    ...cfg.pools.filter((p) => p.name !== defaultPoolName(cfg)),
+  ];
+  for (const p of ordered) {
+    if (p.firstInterfaceIndex > 0) continue;
+    const choice: SubnetChoice = subnetChoice(p);
+    const ids = matchSubnets(choice, subnets, { az: node.az, primarySubnetId }).map((s) => s.id);
+    if (ids.includes(primarySubnetId)) return p.name;
+  }
+  return undefined;
+}

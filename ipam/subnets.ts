@@ -1,0 +1,76 @@
+/**
+ * Which subnets a pool may use, and which one a new ENI goes into: among matching subnets
+ * in the node's AZ that have room, a random pick weighted by free addresses, so that many
+ * nodes starting together spread over the subnets instead of draining the emptiest one.
+ *
+ * @module
+ */
+import type { SubnetInfo } from "./cloud.ts";
+import type { SubnetChoice } from "./config.ts";
+import { matchesTags } from "./selector.ts";
+
+/** Subnets a selector matches, restricted to the node's VPC subnets in its AZ. */
+export function matchSubnets(
+  choice: SubnetChoice,
+  subnets: SubnetInfo[],
+  node: { az: string; primarySubnetId: string },
+): SubnetInfo[] {
+  const inAz = subnets.filter((s) => s.az === node.az);
+  switch (choice.kind) {
+    case "node":
+      return inAz.filter((s) => s.id === node.primarySubnetId);
+    case "ids":
+      return inAz.filter((s) => choice.ids.includes(s.id));
+    case "tags":
+      return inAz.filter((s) => matchesTags(choice.selector, s.tags));
+  }
+}
+
+/**
+ * Picks a subnet for a new ENI, weighted by free addresses. `minFree` is how many
+ * addresses the new ENI needs at least (its own primary plus one). Returns undefined when
+ * no candidate has room.
+ */
+export function pickSubnet(
+  candidates: SubnetInfo[],
+  o: { minFree: number; exclude?: Set<string>; random?: () => number },
+): SubnetInfo | undefined {
+  const open = candidates.filter((s) => s.availableIps >= o.minFree && !o.exclude?.has(s.id));
+  if (open.length === 0) return undefined;
+  const total = open.reduce((n, s) => n + s.availableIps, 0);
+  let r = (o.random ?? Math.random)() * total;
+  for (const s of open) {
+    r -= s.availableIps;
+    if (r < 0) return s;
+  }
+  return open[open.length - 1];
+}
+
+/** The gateway of an IPv4 subnet: its first usable address (network + 1). */
+export function subnetGateway(cidr: string): string {
+  const [addr, len] = cidr.split("/");
+  const n = ipToInt(addr) & maskOf(Number(len));
+  return intToIp((n + 1) >>> 0);
+}
+
+/** Dotted quad to unsigned 32-bit integer. */
+export function ipToInt(ip: string): number {
+  return ip.split(".").reduce((n, o) => ((n << 8) | Number(o)) >>> 0, 0);
+}
+
+/** Unsigned 32-bit integer to dotted quad. */
+export function intToIp(n: number): string {
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
+}
+
+function maskOf(len: number): number {
+  return len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
+}
+
+/** The 16 addresses of a /28 prefix such as `10.0.1.16/28`. */
+export function prefixAddresses(prefix: string): string[] {
+  const [addr, len] = prefix.split("/");
+  const base = ipToInt(addr) & maskOf(Number(len));
+  const size = 2 ** (32 - Number(len));
+  return Array.from({ length: size }, (_, i) => intToIp((base + i) >>> 0));
+}

@@ -1,0 +1,113 @@
+/**
+ * Network namespaces by path (`/run/netns/x`, `/proc/<pid>/ns/net`).
+ *
+ * `setns` moves only the calling thread, and Deno runs JavaScript and synchronous FFI on one
+ * thread, so {@linkcode inNetns} moves that thread in, runs a synchronous block and moves it
+ * back in a `finally` — also when the block throws. Nested calls return to the netns of the
+ * enclosing call.
+ *
+ * @module
+ */
+
+import { CLONE_NEWNET, cString, errno, libc, O_CLOEXEC, O_RDONLY } from "./libc.ts";
+import { errorFromErrno } from "./errors.ts";
+import { checkNetnsPath } from "./validate.ts";
+
+/** The thread's own netns, opened once; the bottom of the stack below. */
+let homeFd: number | undefined;
+/** fds of the netns entered by the active (nested) inNetns calls. */
+const entered: number[] = [];
+
+function openNetnsFd(path: string): number {
+  const fd = libc().open(cString(path), O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) throw errorFromErrno({ errno: errno(), op: "open netns", subject: path });
+  return fd;
+}
+
+function home(): number {
+  if (homeFd === undefined) homeFd = openNetnsFd("/proc/thread-self/ns/net");
+  return homeFd;
+}
+
+/**
+ * Runs `fn` with the calling thread inside the netns at `netnsPath` and always returns the
+ * thread to the netns it was in. `fn` must be synchronous: an async function would run its
+ * continuation after the thread has already moved back.
+ */
+export function inNetns<T>(netnsPath: string, fn: () => T): T {
+  checkNetnsPath(netnsPath);
+  const l = libc();
+  const back = entered.length > 0 ? entered[entered.length - 1] : home();
+  const target = openNetnsFd(netnsPath);
+  try {
+    if (l.setns(target, CLONE_NEWNET) !== 0) {
+      throw errorFromErrno({ errno: errno(), op: "setns", subject: netnsPath });
+    }
+    entered.push(target);
+    let result: T;
+    try {
+      result = fn();
+    } finally {
+      entered.pop();
+      if (l.setns(back, CLONE_NEWNET) !== 0) {
+        // Cannot happen with an fd we hold open; if it did, every later call would act in
+        // the wrong netns, so stop the process rather than continue.
+        const code = errno();
+        console.error(`vpcni: setns back to the thread's netns failed (errno ${code})`);
+        Deno.exit(70);
+      }
+    }
+    if (result instanceof Promise) {
+      throw new TypeError("inNetns: the block must be synchronous, it returned a Promise");
+    }
+    return result;
+  } finally {
+    l.close(target);
+  }
+}
+
+/** True when `path` names an existing file (a netns bind mount or /proc/<pid>/ns/net). */
+export function netnsExists(path: string): boolean {
+  try {
+    return !Deno.statSync(path).isDirectory;
+  } catch {
+    return false;
+  }
+}
+
+/** An open netns file descriptor, e.g. for IFLA_NET_NS_FD. Close it when done. */
+export class NetnsHandle {
+  /** The open file descriptor. */
+  readonly fd: number;
+  /** The path it was opened from. */
+  readonly path: string;
+  private closed = false;
+
+  private constructor(fd: number, path: string) {
+    this.fd = fd;
+    this.path = path;
+  }
+
+  /** Opens the netns at `path`; a missing path is refused before any syscall. */
+  static open(path: string): NetnsHandle {
+    checkNetnsPath(path);
+    return new NetnsHandle(openNetnsFd(path), path);
+  }
+
+  /** Closes the descriptor (idempotent). */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    libc().close(this.fd);
+  }
+
+  /** Closes on `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/** The calling thread's netns as the kernel names it, e.g. "net:[4026531840]". */
+export function threadNetnsId(): string {
+  return Deno.readLinkSync("/proc/thread-self/ns/net");
+}

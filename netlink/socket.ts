@@ -1,0 +1,278 @@
+/**
+ * A NETLINK_ROUTE socket: send a request and wait for its ack, dump a table, or pipeline
+ * many requests. Errors come back as the typed errors of errors.ts, with extended-ack text.
+ *
+ * A socket opened with {@linkcode NetlinkSocket.openIn} stays bound to that netns for its
+ * whole life, wherever the thread is afterwards.
+ *
+ * @module
+ */
+
+import {
+  AF_NETLINK,
+  EINTR,
+  errno,
+  libc,
+  NETLINK_CAP_ACK,
+  NETLINK_EXT_ACK,
+  NETLINK_ROUTE,
+  SO_RCVBUF,
+  SO_SNDBUF,
+  SOCK_CLOEXEC,
+  SOCK_RAW,
+  SOL_NETLINK,
+  SOL_SOCKET,
+} from "./libc.ts";
+import {
+  type MessageBuilder,
+  messageTypeName,
+  type NetlinkMessage,
+  NLM_F_ACK,
+  NLM_F_DUMP_INTR,
+  NLMSG_DONE,
+  NLMSG_ERROR,
+  parseErrorMessage,
+  parseMessages,
+} from "./codec.ts";
+import { errorFromErrno, type NetlinkError } from "./errors.ts";
+import { inNetns } from "./netns.ts";
+
+/** The kernel never sends a netlink datagram larger than 32 KiB to us; leave room. */
+const RECV_SIZE = 64 * 1024;
+const RECV_SIZE_BIG = BigInt(RECV_SIZE);
+const MSG_TRUNC = 0x20;
+/** Requests in flight at once when pipelining: keeps the acks well inside the rcvbuf. */
+const PIPELINE_WINDOW = 64;
+/** A dump that raced with a change is retried this many times. */
+const DUMP_RETRIES = 5;
+
+let recvBuf: Uint8Array | undefined;
+
+function setIntOption(fd: number, level: number, name: number, value: number): boolean {
+  const v = new Uint8Array(4);
+  new DataView(v.buffer).setInt32(0, value, true);
+  return libc().setsockopt(fd, level, name, v, 4) === 0;
+}
+
+/** One request of a pipelined batch. */
+export interface BatchRequest {
+  /** The request; NLM_F_ACK is added. */
+  message: MessageBuilder;
+  /** What it is about, for the error message. */
+  subject?: string;
+}
+
+/** A NETLINK_ROUTE socket in the netns where it was opened. */
+export class NetlinkSocket {
+  /** The socket's file descriptor. */
+  readonly fd: number;
+  private seq: number;
+  private closed = false;
+
+  private constructor(fd: number) {
+    this.fd = fd;
+    this.seq = (Date.now() & 0x7fffffff) >>> 0;
+  }
+
+  /** Opens a socket in the calling thread's current netns. */
+  static open(): NetlinkSocket {
+    const l = libc();
+    const fd = l.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0) throw errorFromErrno({ errno: errno(), op: "socket", subject: "AF_NETLINK" });
+    const addr = new Uint8Array(12);
+    new DataView(addr.buffer).setUint16(0, AF_NETLINK, true);
+    if (l.bind(fd, addr, 12) !== 0) {
+      const code = errno();
+      l.close(fd);
+      throw errorFromErrno({ errno: code, op: "bind", subject: "AF_NETLINK" });
+    }
+    // Best effort: older kernels lack these, and requests work without them.
+    setIntOption(fd, SOL_NETLINK, NETLINK_EXT_ACK, 1);
+    setIntOption(fd, SOL_NETLINK, NETLINK_CAP_ACK, 1);
+    setIntOption(fd, SOL_SOCKET, SO_RCVBUF, 1 << 20);
+    setIntOption(fd, SOL_SOCKET, SO_SNDBUF, 1 << 20);
+    return new NetlinkSocket(fd);
+  }
+
+  /** Opens a socket inside the netns at `netnsPath` (the thread returns to its own). */
+  static openIn(netnsPath: string): NetlinkSocket {
+    return inNetns(netnsPath, () => NetlinkSocket.open());
+  }
+
+  /** Closes the socket (idempotent). */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    libc().close(this.fd);
+  }
+
+  /** Closes on `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  private nextSeq(): number {
+    this.seq = (this.seq + 1) >>> 0;
+    if (this.seq === 0) this.seq = 1;
+    return this.seq;
+  }
+
+  private send(bytes: Uint8Array, op: string): void {
+    if (this.closed) throw new Error("netlink socket is closed");
+    for (;;) {
+      const n = Number(libc().send(this.fd, bytes, BigInt(bytes.length), 0));
+      if (n >= 0) return;
+      const code = errno();
+      if (code !== EINTR) throw errorFromErrno({ errno: code, op: `send ${op}` });
+    }
+  }
+
+  private receive(op: string): NetlinkMessage[] {
+    recvBuf ??= new Uint8Array(RECV_SIZE);
+    for (;;) {
+      const n = Number(libc().recv(this.fd, recvBuf, RECV_SIZE_BIG, MSG_TRUNC));
+      if (n >= 0) {
+        if (n > RECV_SIZE) throw new Error(`${op}: netlink reply of ${n} bytes was truncated`);
+        return parseMessages(recvBuf.subarray(0, n));
+      }
+      const code = errno();
+      if (code !== EINTR) throw errorFromErrno({ errno: code, op: `recv ${op}` });
+    }
+  }
+
+  private fail(msg: NetlinkMessage, subject?: string): NetlinkError | undefined {
+    const e = parseErrorMessage(msg);
+    if (e.errno === 0) return undefined;
+    return errorFromErrno({
+      errno: e.errno,
+      op: messageTypeName(e.requestType),
+      subject,
+      extack: e.extack,
+    });
+  }
+
+  /** Sends one request and waits for the kernel's ack; throws the typed error on failure. */
+  request(message: MessageBuilder, subject?: string): void {
+    const seq = this.nextSeq();
+    const bytes = message.finish(seq);
+    const op = messageTypeName(new DataView(bytes.buffer, bytes.byteOffset).getUint16(4, true));
+    bytes[6] |= NLM_F_ACK;
+    this.send(bytes, op);
+    for (;;) {
+      for (const msg of this.receive(op)) {
+        if (msg.seq !== seq || msg.type !== NLMSG_ERROR) continue;
+        const err = this.fail(msg, subject);
+        if (err) throw err;
+        return;
+      }
+    }
+  }
+
+  /**
+   * Sends a GET for one object and returns what `parse` makes of the reply. The reply view
+   * is only valid inside `parse`.
+   */
+  get<T>(message: MessageBuilder, parse: (msg: NetlinkMessage) => T, subject?: string): T {
+    const seq = this.nextSeq();
+    const bytes = message.finish(seq);
+    const op = messageTypeName(new DataView(bytes.buffer, bytes.byteOffset).getUint16(4, true));
+    this.send(bytes, op);
+    for (;;) {
+      for (const msg of this.receive(op)) {
+        if (msg.seq !== seq) continue;
+        if (msg.type === NLMSG_ERROR) {
+          const err = this.fail(msg, subject);
+          if (err) throw err;
+          continue;
+        }
+        return parse(msg);
+      }
+    }
+  }
+
+  /**
+   * Dumps a table (the message must carry NLM_F_DUMP) and keeps what `parse` returns for each
+   * entry (undefined skips it). A dump the kernel marks interrupted is retried.
+   */
+  dump<T>(message: MessageBuilder, parse: (msg: NetlinkMessage) => T | undefined): T[] {
+    for (let attempt = 0;; attempt++) {
+      const seq = this.nextSeq();
+      const bytes = message.finish(seq);
+      const op = messageTypeName(new DataView(bytes.buffer, bytes.byteOffset).getUint16(4, true));
+      this.send(bytes, op);
+      const out: T[] = [];
+      let interrupted = false;
+      let done = false;
+      while (!done) {
+        for (const msg of this.receive(op)) {
+          if (msg.seq !== seq) continue;
+          if (msg.flags & NLM_F_DUMP_INTR) interrupted = true;
+          if (msg.type === NLMSG_DONE) {
+            done = true;
+            if (msg.data.length >= 4) {
+              const code = -new DataView(msg.data.buffer, msg.data.byteOffset).getInt32(0, true);
+              if (code > 0) throw errorFromErrno({ errno: code, op });
+            }
+            break;
+          }
+          if (msg.type === NLMSG_ERROR) {
+            const err = this.fail(msg);
+            if (err) throw err;
+            continue;
+          }
+          const v = parse(msg);
+          if (v !== undefined) out.push(v);
+        }
+      }
+      if (!interrupted || attempt >= DUMP_RETRIES) return out;
+    }
+  }
+
+  /**
+   * Sends many requests without waiting for each ack (several per datagram, a bounded
+   * window in flight), then collects every ack. All requests are tried; the errors come
+   * back in request order (empty when everything succeeded).
+   */
+  requestBatch(requests: BatchRequest[]): NetlinkError[] {
+    const errors: { i: number; e: NetlinkError }[] = [];
+    const seqToIndex = new Map<number, number>();
+    let next = 0;
+    let pending = 0;
+    while (next < requests.length || pending > 0) {
+      // Refill the window once half of it is acked, packing the requests into one datagram.
+      const parts: Uint8Array[] = [];
+      let size = 0;
+      const refill = pending <= PIPELINE_WINDOW / 2;
+      while (refill && next < requests.length && pending < PIPELINE_WINDOW) {
+        const seq = this.nextSeq();
+        const b = requests[next].message.finish(seq);
+        b[6] |= NLM_F_ACK;
+        parts.push(b);
+        size += b.length;
+        seqToIndex.set(seq, next);
+        next++;
+        pending++;
+      }
+      if (parts.length > 0) {
+        const dgram = new Uint8Array(size);
+        let off = 0;
+        for (const p of parts) {
+          dgram.set(p, off);
+          off += p.length;
+        }
+        this.send(dgram, "batch");
+      }
+      // Drain whatever acks are ready; at least one datagram.
+      for (const msg of this.receive("batch")) {
+        if (msg.type !== NLMSG_ERROR) continue;
+        const i = seqToIndex.get(msg.seq);
+        if (i === undefined) continue;
+        seqToIndex.delete(msg.seq);
+        pending--;
+        const err = this.fail(msg, requests[i].subject);
+        if (err) errors.push({ i, e: err });
+      }
+    }
+    return errors.sort((a, b) => a.i - b.i).map((x) => x.e);
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * A minimal stand-in for the IPAM daemon (`vpcni serve`): it speaks cni/ipam_protocol.ts
+ * over a unix socket and hands out addresses from a fixed list, all on one primary ENI.
+ * It stands in for the daemon until the daemon's own tests cover the plugin → daemon path;
+ * it holds no EC2 logic, no cooldown and no checkpoint.
+ *
+ * @module
+ */
+import {
+  type EniInfo,
+  IPAM_PATH,
+  IPAM_PROTOCOL_VERSION,
+  type IpamRequest,
+  type IpamResponse,
+  type PodAllocation,
+} from "../../cni/ipam_protocol.ts";
+
+/** How the stand-in is set up. */
+export interface StandinOptions {
+  /** Socket path to listen on. */
+  socket: string;
+  /** Addresses to hand out, in order. */
+  addresses: string[];
+  /** Subnet of the addresses (default 10.77.0.0/24) and its gateway (default .1). */
+  subnetCidr?: string;
+  gateway?: string;
+  /** MAC of the ENI link the addresses belong to (ipvlan finds its parent by it). */
+  eniMac?: string;
+  /** Node addresses reported to the plugin. */
+  nodeIps?: string[];
+  /** When false, STATUS reports that the pool cannot grow (default true). */
+  canGrow?: boolean;
+}
+
+/** A running stand-in. */
+export interface IpamStandin {
+  /** Current reservations, keyed by `network/containerId/ifName`. */
+  readonly reservations: Map<string, PodAllocation>;
+  /** Every request received, in order. */
+  readonly requests: IpamRequest[];
+  /** Stops listening and removes the socket. */
+  close(): Promise<void>;
+}
+
+/** Starts a stand-in daemon on `opts.socket`. */
+export function startIpamStandin(opts: StandinOptions): IpamStandin {
+  const subnetCidr = opts.subnetCidr ?? "10.77.0.0/24";
+  const gateway = opts.gateway ?? subnetCidr.replace(/\.\d+\/\d+$/, ".1");
+  const eni: EniInfo = {
+    id: "eni-0standin000000001",
+    mac: opts.eniMac ?? "02:00:00:77:00:01",
+    deviceIndex: 0,
+    primary: true,
+    subnetId: "subnet-0standin00000001",
+    subnetCidr,
+    gateway,
+    routeTable: 100,
+  };
+  const reservations = new Map<string, PodAllocation>();
+  const requests: IpamRequest[] = [];
+  const free = [...opts.addresses];
+
+  const answer = (req: IpamRequest): IpamResponse => {
+    if (req.version !== IPAM_PROTOCOL_VERSION) {
+      return { ok: false, code: 102, msg: `protocol version ${req.version} not spoken` };
+    }
+    switch (req.op) {
+      case "add": {
+        const k = `${req.network}/${req.containerId}/${req.ifName}`;
+        const held = reservations.get(k);
+        if (held) return { ok: true, allocation: held };
+        const ip = free.shift();
+        if (!ip) return { ok: false, code: 11, msg: "no free address in the stand-in pool" };
+        const allocation: PodAllocation = {
+          network: req.network,
+          containerId: req.containerId,
+          ifName: req.ifName,
+          ip,
+          pool: "default",
+          eni,
+          vpcCidrs: [subnetCidr],
+          nodeIps: opts.nodeIps ?? [],
+        };
+        reservations.set(k, allocation);
+        return { ok: true, allocation };
+      }
+      case "del": {
+        const k = `${req.network}/${req.containerId}/${req.ifName}`;
+        const held = reservations.get(k);
+        if (!held) return { ok: true, released: [] };
+        reservations.delete(k);
+        free.push(held.ip);
+        return { ok: true, released: [held] };
+      }
+      case "check": {
+        const held = reservations.get(`${req.network}/${req.containerId}/${req.ifName}`);
+        if (!held) {
+          return { ok: false, code: 3, msg: `no reservation for ${req.containerId}/${req.ifName}` };
+        }
+        return { ok: true, allocation: held };
+      }
+      case "gc": {
+        const valid = new Set(
+          req.validAttachments.map((a) => `${req.network}/${a.containerId}/${a.ifName}`),
+        );
+        const released: PodAllocation[] = [];
+        for (const [k, a] of reservations) {
+          if (a.network === req.network && !valid.has(k)) {
+            reservations.delete(k);
+            free.push(a.ip);
+            released.push(a);
+          }
+        }
+        return { ok: true, released };
+      }
+      case "status":
+        return { ok: true, pool: "default", available: free.length, canGrow: opts.canGrow ?? true };
+    }
+  };
+
+  const server = Deno.serve({ path: opts.socket, onListen() {} }, async (request) => {
+    const url = new URL(request.url);
+    if (request.method !== "POST" || url.pathname !== IPAM_PATH) {
+      return new Response("not found", { status: 404 });
+    }
+    const req = await request.json() as IpamRequest;
+    requests.push(req);
+    return Response.json(answer(req));
+  });
+
+  return {
+    reservations,
+    requests,
+    async close() {
+      await server.shutdown();
+      await Deno.remove(opts.socket).catch(() => {});
+    },
+  };
+}

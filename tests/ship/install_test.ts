@@ -1,0 +1,175 @@
+/**
+ * `vpcni install` as an operator runs it: the real CLI in a subprocess, into temp dirs
+ * standing for /opt/cni/bin and /etc/cni/net.d.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { run } from "../helpers/sh.ts";
+
+const repo = new URL("../..", import.meta.url).pathname;
+const main = `${repo}main.ts`;
+
+async function vpcni(args: string[], env: Record<string, string> = {}) {
+  return await run(["deno", "run", "-A", "--quiet", main, ...args], {
+    env: { ...Deno.env.toObject(), NO_COLOR: "1", ...env },
+  });
+}
+
+async function withDirs(fn: (d: { root: string; bin: string; conf: string }) => Promise<void>) {
+  const root = await Deno.makeTempDir({ prefix: "vdr-install-" });
+  try {
+    await fn({ root, bin: `${root}/opt/cni/bin`, conf: `${root}/etc/cni/net.d/10-vpcni.conflist` });
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+}
+
+function listDir(dir: string): string[] {
+  try {
+    return [...Deno.readDirSync(dir)].map((e) => e.name).sort();
+  } catch {
+    return [];
+  }
+}
+
+Deno.test("install writes an executable plugin and the conflist, then reports unchanged", async () => {
+  await withDirs(async ({ root, bin, conf }) => {
+    const args = [
+      "install",
+      "--bin-dir",
+      bin,
+      "--conflist-file",
+      conf,
+      "--chain",
+      "portmap,bandwidth",
+    ];
+    const first = await vpcni(args);
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /binary .*\/vpcni: installed \(launcher script/);
+    assert.match(first.stdout, /conflist .*10-vpcni\.conflist: written/);
+
+    // The installed plugin runs from anywhere with kubelet's bare environment.
+    const v = await run(["env", "-i", `${bin}/vpcni`, "version", "--json"], { cwd: root });
+    assert.equal(v.code, 0, v.stderr);
+    assert.equal(JSON.parse(v.stdout).deno, Deno.version.deno);
+
+    const conflist = JSON.parse(await Deno.readTextFile(conf));
+    assert.deepEqual(conflist.plugins.map((p: { type: string }) => p.type), [
+      "vpcni",
+      "portmap",
+      "bandwidth",
+    ]);
+    assert.equal(conflist.plugins[0].datapath, "ipvlan-l2");
+    assert.equal(conflist.plugins[0].mtu, 9001);
+    const inode = Deno.statSync(conf).ino;
+
+    const second = await vpcni(args);
+    assert.equal(second.code, 0, second.stderr);
+    assert.match(second.stdout, /binary .*: unchanged/);
+    assert.match(second.stdout, /conflist .*: unchanged/);
+    assert.equal(Deno.statSync(conf).ino, inode, "an unchanged file is not rewritten");
+
+    // A changed setting replaces the file by rename (new inode): a reader holding the old
+    // file keeps a whole old file, never a half-written one. No temp file is left behind.
+    const third = await vpcni([...args.slice(0, 5), "--datapath", "veth"]);
+    assert.match(third.stdout, /conflist .*: written/);
+    assert.notEqual(Deno.statSync(conf).ino, inode);
+    assert.deepEqual(listDir(`${root}/etc/cni/net.d`), ["10-vpcni.conflist"]);
+    assert.deepEqual(listDir(bin), ["vpcni"]);
+    assert.equal(JSON.parse(await Deno.readTextFile(conf)).plugins[0].datapath, "veth");
+  });
+});
+
+Deno.test("install --dry-run prints the plan and the conflist and writes nothing", async () => {
+  await withDirs(async ({ root, bin, conf }) => {
+    const r = await vpcni([
+      "install",
+      "--bin-dir",
+      bin,
+      "--conflist-file",
+      conf,
+      "--service-cidr",
+      "10.100.0.0/16",
+      "--dry-run",
+    ]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /binary .*: would install/);
+    assert.match(r.stdout, /conflist .*: would write/);
+    assert.match(r.stdout, /"serviceCidrs": \[\s*"10\.100\.0\.0\/16"\s*\]/);
+    assert.deepEqual(listDir(root), [], "dry run created nothing");
+  });
+});
+
+Deno.test("install refuses bad flags by name and changes nothing", async () => {
+  await withDirs(async ({ root, bin, conf }) => {
+    const base = ["install", "--bin-dir", bin, "--conflist-file", conf];
+    const cases: [string[], RegExp][] = [
+      [["--mtu", "12000"], /--mtu: "12000" must be an integer from 576 to 9001/],
+      [["--datapath", "bridge"], /--datapath: "bridge" is not one of ipvlan-l2, ipvlan-l3s, veth/],
+      [
+        ["--service-cidr", "10.100.0.0/33"],
+        /--service-cidr: "10\.100\.0\.0\/33" is not an IPv4 CIDR/,
+      ],
+      [["--chain", "portmap,firewall"], /--chain: "firewall" is not one of/],
+      [["--conflist", `${root}/missing.json`], /--conflist: cannot read .*missing\.json/],
+      [["--config", `${root}/missing.yaml`], /--config: cannot read .*missing\.yaml/],
+    ];
+    for (const [extra, message] of cases) {
+      const r = await vpcni([...base, ...extra]);
+      assert.equal(r.code, 2, `${extra.join(" ")}: ${r.stdout}`);
+      assert.match(r.stderr, message);
+    }
+    await Deno.writeTextFile(`${root}/file`, "x");
+    const notDir = await vpcni(["install", "--bin-dir", `${root}/file`, "--conflist-file", conf]);
+    assert.equal(notDir.code, 2);
+    assert.match(notDir.stderr, /--bin-dir: .*file exists and is not a directory/);
+    assert.deepEqual(listDir(root), ["file"], "nothing was written for any bad flag");
+  });
+});
+
+Deno.test("install takes the datapath and socket from the daemon config, or a conflist as is", async () => {
+  await withDirs(async ({ root, bin, conf }) => {
+    await Deno.writeTextFile(
+      `${root}/vpcni.yaml`,
+      "datapath: veth\nsocketPath: /run/vpcni/other.sock\npools:\n  - name: default\n",
+    );
+    const r = await vpcni([
+      "install",
+      "--skip-binary",
+      "--bin-dir",
+      bin,
+      "--conflist-file",
+      conf,
+      "--config",
+      `${root}/vpcni.yaml`,
+    ]);
+    assert.equal(r.code, 0, r.stderr);
+    const main = JSON.parse(await Deno.readTextFile(conf)).plugins[0];
+    assert.equal(main.datapath, "veth");
+    assert.equal(main.daemonSocket, "/run/vpcni/other.sock");
+    assert.deepEqual(listDir(bin), [], "--skip-binary");
+
+    await Deno.writeTextFile(
+      `${root}/not-ours.json`,
+      JSON.stringify({
+        cniVersion: "1.0.0",
+        name: "x",
+        plugins: [{ type: "bridge" }],
+      }),
+    );
+    const foreign = await vpcni([
+      "install",
+      "--skip-binary",
+      "--bin-dir",
+      bin,
+      "--conflist-file",
+      conf,
+      "--conflist",
+      `${root}/not-ours.json`,
+    ]);
+    assert.equal(foreign.code, 2);
+    assert.match(foreign.stderr, /no plugin of type "vpcni"/);
+    assert.equal(JSON.parse(await Deno.readTextFile(conf)).plugins[0].datapath, "veth");
+  });
+});
