@@ -42,6 +42,7 @@ import { ActionLimiter, type BucketConfig } from "./throttle.ts";
 
 export { Ec2Error } from "./ec2_errors.ts";
 export type { AssignInput, CreateNetworkInterfaceInput, DescribeQuery } from "./ec2_input.ts";
+export { metricsSnapshot } from "./ec2_call.ts";
 export type { Ec2Metrics, RetryEvent } from "./ec2_call.ts";
 export type * from "./ec2_types.ts";
 export { type BucketConfig, type BucketSpec, DEFAULT_BUCKETS } from "./throttle.ts";
@@ -249,29 +250,35 @@ export class Ec2Client {
     );
   }
 
-  /** DescribeNetworkInterfaces by ids, attached instance, subnet, filters and tags. */
+  /**
+   * DescribeNetworkInterfaces by ids, attached instance, subnet, filters and tags. With
+   * `ignoreMissing`, ids EC2 does not know are left out instead of failing the call.
+   */
   describeNetworkInterfaces(
-    q: DescribeQuery & { instanceId?: string; subnetId?: string } = {},
+    q: DescribeQuery & { instanceId?: string; subnetId?: string; ignoreMissing?: boolean } = {},
   ): Promise<NetworkInterface[]> {
     const A = "DescribeNetworkInterfaces";
     q.ids?.forEach((id) => checkId(A, "ENI id", id));
+    // By id, one unknown id fails the whole call; as a filter, unknown ids are just absent.
+    const asFilter = !!q.ignoreMissing && !!q.ids?.length;
     const Filters = toFilters(q, {
       "attachment.instance-id": q.instanceId ? [q.instanceId] : undefined,
       "subnet-id": q.subnetId ? [q.subnetId] : undefined,
+      "network-interface-id": asFilter ? q.ids : undefined,
     });
-    const byId = !!q.ids?.length;
+    const byId = !!q.ids?.length && !asFilter;
     return this.#paginate<sdk.DescribeNetworkInterfacesResult, NetworkInterface>(
       A,
       true,
       (NextToken) =>
         new sdk.DescribeNetworkInterfacesCommand({
-          NetworkInterfaceIds: q.ids,
+          NetworkInterfaceIds: asFilter ? undefined : q.ids,
           Filters,
           MaxResults: byId ? undefined : this.#pageSize,
           NextToken,
         }),
       (o) => (o.NetworkInterfaces ?? []).map(toNetworkInterface),
-      this.#justCreated(q.ids),
+      asFilter ? undefined : this.#justCreated(q.ids),
     );
   }
 

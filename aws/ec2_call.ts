@@ -153,3 +153,20 @@ function withAttempts(e: Ec2Error, attempts: number, gaveUp = false): Ec2Error {
   });
   return out;
 }
+
+/** The counters as plain JSON (for an introspection endpoint or a log line). */
+export function metricsSnapshot(m: Ec2Metrics): {
+  calls: Record<string, number>;
+  errors: Record<string, number>;
+  throttles: number;
+  retries: number;
+  throttleWaitMs: number;
+} {
+  return {
+    calls: Object.fromEntries(m.calls),
+    errors: Object.fromEntries(m.errors),
+    throttles: m.throttles,
+    retries: m.retries,
+    throttleWaitMs: Math.round(m.throttleWaitMs),
+  };
+}

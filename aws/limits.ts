@@ -58,7 +58,10 @@ export function embeddedInstanceTypes(): string[] {
 
 /** Options for {@linkcode maxPods}. */
 export interface MaxPodsOptions {
-  /** Count /28 prefixes (16 addresses per secondary slot) instead of single IPs. */
+  /**
+   * Count /28 prefixes (16 addresses per secondary slot) instead of single IPs. The answer
+   * is arithmetic only: check {@linkcode supportsPrefixDelegation} first (Xen types cannot).
+   */
   prefixDelegation?: boolean;
   /** Pods do not take addresses from the primary ENI (e.g. pods live in other subnets). */
   excludePrimaryEni?: boolean;
@@ -103,6 +106,14 @@ export function maxPods(limits: InstanceLimits, o: MaxPodsOptions = {}): number 
   const pods = enis * perEni + 2;
   if (o.cap === undefined || o.cap === false) return pods;
   return Math.min(pods, typeof o.cap === "number" ? o.cap : kubeletCap(o.vcpus ?? limits.vcpus));
+}
+
+/**
+ * Whether the type can take /28 prefixes: Nitro instances and bare metal (which the table
+ * lists with hypervisor `unknown`) can; Xen instances cannot.
+ */
+export function supportsPrefixDelegation(l: InstanceLimits): boolean {
+  return l.prefixDelegation ?? (l.hypervisor === "nitro" || l.bareMetal);
 }
 
 /** 110, or 250 for more than 30 vCPUs; 110 when vCPUs are unknown. */

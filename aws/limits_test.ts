@@ -8,6 +8,7 @@ import {
   type InstanceTypeInfo,
   kubeletCap,
   maxPods,
+  supportsPrefixDelegation,
 } from "./limits.ts";
 
 // Published max-pods values (secondary-IP mode) that operators see on EKS nodes.
@@ -108,11 +109,19 @@ Deno.test("maxPods: invariants over every embedded row", () => {
     const ips = maxPods(l);
     assert.equal(ips, l.maxEnis * (l.ipv4PerEni - 1) + 2, type);
     assert.equal(maxPods(l, { prefixDelegation: true }) - 2, (ips - 2) * 16, type);
+    assert.ok(maxPods(l, { cap: true, vcpus: 64, prefixDelegation: true }) <= 250, type);
+    assert.equal(supportsPrefixDelegation(l), l.hypervisor === "nitro" || l.bareMetal, type);
     assert.ok(maxPods(l, { excludePrimaryEni: true }) <= ips, type);
     assert.ok(maxPods(l, { cap: true }) <= 110, type);
-    assert.ok(maxPods(l, { cap: true, vcpus: 64, prefixDelegation: true }) <= 250, type);
     assert.ok(l.networkCards!.some((c) => c.index === l.defaultCard), type);
   }
+});
+
+Deno.test("prefix delegation: Nitro and bare metal can, Xen cannot; EC2's word wins", () => {
+  assert.equal(supportsPrefixDelegation(limits("m5.large")), true);
+  assert.equal(supportsPrefixDelegation(limits("m5.metal")), true);
+  assert.equal(supportsPrefixDelegation(limits("c3.large")), false);
+  assert.equal(supportsPrefixDelegation({ ...limits("m5.large"), prefixDelegation: false }), false);
 });
 
 Deno.test("maxPods: bad options are rejected with the option's name", () => {

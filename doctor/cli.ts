@@ -20,7 +20,7 @@ import {
   type MaxPodsFlags,
 } from "./limits.ts";
 import { exitCodeFor, renderCheck, renderReport, useColor, wrap } from "./report.ts";
-import { datapathFindings, runDoctor } from "./run.ts";
+import { allocationsKnown, datapathFindings, runDoctor } from "./run.ts";
 import { checkDatapath } from "./checks.ts";
 import { eniRows, enisTable, podsTable, subnetRows, subnetsTable } from "./views.ts";
 import { bundleFiles, writeBundle } from "./bundle.ts";
@@ -235,14 +235,29 @@ export function registerDoctor(program: Command): void {
       const f = flagsOf<CommonFlags & { fix?: boolean }>(cmd);
       const o = doctorOptions(f);
       const facts = await gatherFacts(o);
+      if (f.fix && !allocationsKnown(facts)) {
+        console.error(
+          `vpcni doctor datapath: refusing --fix: the daemon is not answering at ${o.daemonUrl} ` +
+            `and there is no readable checkpoint in ${o.stateDir} (${facts.checkpointError}); ` +
+            `without the allocations every pod would look orphaned. Start the daemon or ` +
+            `pass --state-dir.`,
+        );
+        Deno.exitCode = 2;
+        return;
+      }
       const first = datapathFindings(o, facts);
       const result = checkDatapath(facts, first);
+      if (typeof first === "string") {
+        if (f.json) console.log(JSON.stringify({ source: facts.source, check: result }, null, 2));
+        else console.log(renderCheck(result, { color: useColor() }).join("\n"));
+        return;
+      }
       const actions: { action: string; done: boolean; error?: string }[] = [];
       if (first.orphans.length > 0) {
         // Look again with fresh allocations: act only on what both looks call orphaned,
         // so a pod being added right now is never touched.
         const again = f.fix ? datapathFindings(o, await gatherFacts(o)) : first;
-        const stable = new Set(again.orphans.map(orphanKey));
+        const stable = new Set(typeof again === "string" ? [] : again.orphans.map(orphanKey));
         const s = f.fix
           ? (o.hostNetns ? NetlinkSocket.openIn(o.hostNetns) : NetlinkSocket.open())
           : undefined;

@@ -113,13 +113,18 @@ export async function checkCniConfig(
   } catch { /* reading the dir failed: the file read above would have said */ }
 
   const missingBins: string[] = [];
+  const types = new Set<string>();
   for (const p of plugins) {
-    const t = typeof p?.type === "string" ? p.type : undefined;
-    if (t && !(await isExecutable(`${binDir}/${t}`))) missingBins.push(t);
+    if (typeof p?.type === "string") types.add(p.type);
+    const ipamType = (p?.ipam as { type?: unknown } | undefined)?.type;
+    if (typeof ipamType === "string") types.add(ipamType);
+  }
+  for (const t of types) {
+    if (!(await isExecutable(`${binDir}/${t}`))) missingBins.push(t);
   }
   if (missingBins.length > 0) {
     problems.push(`not installed (or not executable) in ${binDir}: ${missingBins.join(", ")}`);
-  } else if (plugins.some((p) => p?.type === "vpcni")) {
+  } else if (types.has("vpcni")) {
     try {
       const v = await pluginVersions(`${binDir}/vpcni`, timeoutMs);
       if (!v.includes(String(list.cniVersion))) {

@@ -137,3 +137,21 @@ Deno.test("forwarding off and strict rp_filter on a secondary ENI are reported",
   assert.match(f.sysctl[0], /ip_forward = 0, the datapath needs 1/);
   assert.match(f.sysctl[1], /rp_filter on eth1 \(eni-1\) is strict \(all=1, eth1=0\)/);
 });
+
+Deno.test("ipvlan-l2: the host side is the unnumbered veth's /32 route, its neighbour and the rules", () => {
+  const s: DatapathSettings = { ...settings, kind: "ipvlan-l2" };
+  const host = healthyHost();
+  host.neighbours.push({
+    index: 4,
+    family: 4,
+    ip: "10.0.1.5",
+    mac: "aa:00:00:00:00:02",
+    state: "permanent",
+  });
+  assert.deepEqual(analyseDatapath(s, [alloc], [eni], host, new Map(), sysctls).missing, []);
+  host.neighbours = [];
+  assert.deepEqual(
+    analyseDatapath(s, [alloc], [eni], host, new Map(), sysctls).missing.map((m) => m.what),
+    [`host neighbour 10.0.1.5 dev ${veth} missing`],
+  );
+});

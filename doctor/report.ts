@@ -134,12 +134,19 @@ export function useColor(): boolean {
   return Deno.stdout.isTerminal() && !Deno.env.get("NO_COLOR");
 }
 
-/** Pads/truncates cells into an aligned text table that fits `width` columns. */
-export function table(head: string[], rows: string[][], width = 80): string {
+/**
+ * Pads cells into an aligned text table that fits `width` columns. When it does not fit,
+ * the columns listed in `shrink` (indexes, first shrunk first) are cut with "…"; ids that
+ * people copy (ENI ids, IPs) should not be listed there.
+ */
+export function table(head: string[], rows: string[][], width = 80, shrink?: number[]): string {
   const cols = head.length;
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  // Shrink the widest columns until the table fits (cells are cut with "…").
   const total = () => widths.reduce((a, b) => a + b, 0) + 2 * (cols - 1);
+  for (const i of shrink ?? []) {
+    while (total() > width && widths[i] > Math.max(4, head[i].length)) widths[i]--;
+  }
+  // Still too wide: shrink the widest columns.
   while (total() > width) {
     const i = widths.indexOf(Math.max(...widths));
     if (widths[i] <= 4) break;

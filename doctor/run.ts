@@ -77,8 +77,15 @@ export async function kubeletMaxPods(o: DoctorOptions): Promise<{ value?: number
   }
 }
 
-/** Reads the plugin settings the datapath was built with, from the conflist. */
-export function datapathSettings(conflistFile: string, fallbackKind: string): DatapathSettings {
+/**
+ * Reads the plugin settings the datapath was built with, from the conflist. When vpcni is
+ * only the IPAM plugin of another main plugin, the datapath is that plugin's: the answer is
+ * its type (a string), and doctor does not judge its objects.
+ */
+export function datapathSettings(
+  conflistFile: string,
+  fallbackKind: string,
+): DatapathSettings | string {
   const s: DatapathSettings = {
     kind:
       (["ipvlan-l2", "ipvlan-l3s", "veth"].includes(fallbackKind)
@@ -93,6 +100,10 @@ export function datapathSettings(conflistFile: string, fallbackKind: string): Da
       plugins?: Record<string, unknown>[];
     };
     const p = list.plugins?.find((x) => x.type === "vpcni");
+    const host = list.plugins?.find((x) =>
+      (x.ipam as { type?: unknown } | undefined)?.type === "vpcni" && x.type !== "vpcni"
+    );
+    if (!p && host) return String(host.type);
     if (p) {
       if (typeof p.datapath === "string") s.kind = p.datapath as DatapathSettings["kind"];
       if (typeof p.hostVethPrefix === "string") s.hostVethPrefix = p.hostVethPrefix;
@@ -119,12 +130,27 @@ export function kernelView(
   return { host, pods };
 }
 
-/** Compares the allocations with the kernel. */
-export function datapathFindings(o: DoctorOptions, f: Facts): DatapathFindings {
-  const { host, pods } = kernelView(f, o.hostNetns);
+/**
+ * Whether doctor knows every allocation: from the daemon, or from a checkpoint it could
+ * read. Without either, nothing may be called orphaned.
+ */
+export function allocationsKnown(f: Facts): boolean {
+  return f.source === "daemon" || f.checkpoint !== undefined;
+}
+
+/**
+ * Compares the allocations with the kernel; a string says why there is nothing to compare
+ * (vpcni is only the IPAM plugin).
+ */
+export function datapathFindings(o: DoctorOptions, f: Facts): DatapathFindings | string {
   const settings = datapathSettings(o.conflistFile, f.config.datapath);
+  if (typeof settings === "string") {
+    return `vpcni is the IPAM plugin under "${settings}" (${o.conflistFile}): the datapath ` +
+      `is ${settings}'s, not checked here`;
+  }
+  const { host, pods } = kernelView(f, o.hostNetns);
   const enis = f.enis.map((e) => eniInfo(e, f.config.routeTableBase));
-  return analyseDatapath(
+  const found = analyseDatapath(
     settings,
     f.allocations,
     enis,
@@ -132,6 +158,15 @@ export function datapathFindings(o: DoctorOptions, f: Facts): DatapathFindings {
     pods,
     readSysctls(hostSysctlKeys(host.links), o.hostNetns || undefined),
   );
+  if (!allocationsKnown(f)) {
+    // Every pod's objects would look orphaned: say nothing rather than something false.
+    found.orphans = [];
+    f.notes.push(
+      "no daemon and no checkpoint: the allocations are unknown, so orphans are not " +
+        "looked for and doctor datapath --fix does nothing",
+    );
+  }
+  return found;
 }
 
 /** Runs every check and returns the report. */

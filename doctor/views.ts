@@ -31,9 +31,11 @@ export function eniRows(f: Facts): EniRow[] {
     return {
       eni: e.id,
       device: e.deviceIndex,
-      subnet: `${e.subnetId} ${e.subnetCidr}`,
+      subnet: e.subnetId,
       pool: e.pool ?? (f.source === "daemon" ? "-" : "?"),
-      securityGroups: e.securityGroupIds ?? [],
+      // The daemon lists SGs per pool (an ENI has its pool's); IMDS lists them per ENI.
+      securityGroups: e.securityGroupIds ??
+        f.pools.find((p) => p.name === e.pool)?.securityGroupIds ?? [],
       used,
       free: e.ips.length - used - cool,
       cooling: cool,
@@ -55,6 +57,8 @@ export function enisTable(rows: EniRow[]): string {
       String(r.free),
       String(r.cooling),
     ]),
+    80,
+    [4, 3, 2],
   );
 }
 
@@ -72,6 +76,8 @@ export function podsTable(f: Facts): string {
       a.containerId.slice(0, 12),
       a.ifName,
     ]),
+    80,
+    [0, 4, 3],
   );
 }
 
@@ -110,5 +116,7 @@ export function subnetsTable(rows: SubnetRow[]): string {
       r.pools.join(",") || "-",
       Object.entries(r.tags).map(([k, v]) => `${k}=${v}`).join(",") || "-",
     ]),
+    80,
+    [5, 4],
   );
 }

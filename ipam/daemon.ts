@@ -193,7 +193,7 @@ async function startLocked(
   let stopping = false;
   let resolveFinished!: () => void;
   const finished = new Promise<void>((r) => resolveFinished = r);
-  const collector = new LeakedEniCollector(ctx);
+  const collector = new LeakedEniCollector(ctx, cloud);
   const loop = (async () => {
     let lastSync = 0;
     let lastSubnetRefresh = now();

@@ -146,25 +146,32 @@ export async function resyncWithEc2(ctx: GrowthContext, cloud: TrackedCloud): Pr
 export class LeakedEniCollector {
   #firstSeen = new Map<string, number>();
 
-  /** Binds the collector to the growth context. */
-  constructor(readonly ctx: GrowthContext) {}
+  /** Binds the collector to the growth context and the mutation-counting cloud. */
+  constructor(readonly ctx: GrowthContext, readonly cloud: TrackedCloud) {}
 
-  /** One pass; returns the ids it deleted. */
+  /**
+   * One pass; returns the ids it deleted. A pass whose snapshot overlapped a mutating call
+   * is dropped: an ENI created a moment ago is "available" until its attach lands.
+   */
   async collect(): Promise<string[]> {
     const ctx = this.ctx;
     const now = ctx.now();
     const graceMs = ctx.cfg.leakedEniGraceSeconds * 1000;
-    const ours = await ctx.cloud.describeTaggedEnis({
+    if (this.cloud.mutationsInFlight() > 0) return [];
+    const epoch = this.cloud.mutationEpoch();
+    const ours = await this.cloud.describeTaggedEnis({
       [TAG_CLUSTER]: ctx.cfg.clusterName,
       [TAG_INSTANCE]: ctx.instanceId,
     });
+    if (this.cloud.mutationEpoch() !== epoch || this.cloud.mutationsInFlight() > 0) return [];
     const deleted: string[] = [];
     const seenNow = new Map<string, number>();
     for (const e of ours) {
       // The filter asked for both tags; check them again before deleting anything.
       if (e.tags[TAG_CLUSTER] !== ctx.cfg.clusterName) continue;
       if (e.tags[TAG_INSTANCE] !== ctx.instanceId) continue;
-      if (e.status !== "available" || e.attachment || ctx.creating.has(e.id)) continue;
+      if (e.status !== "available" || e.attachment) continue;
+      if (ctx.creating.has(e.id) || ctx.state.enis.has(e.id)) continue;
       const firstSeen = this.#firstSeen.get(e.id) ?? now;
       seenNow.set(e.id, firstSeen);
       const created = Date.parse(e.tags[TAG_CREATED] ?? "") || 0;

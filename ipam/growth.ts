@@ -121,7 +121,10 @@ async function assignTo(
       return n;
     }
     const room = slots - eni.ips.size;
-    const count = Math.min(room, need);
+    // Grow in batches, not one address per call: a pool sized in ENIs fills the ENI (as the
+    // AWS VPC CNI does), a pool sized in addresses asks for a whole warm batch at once.
+    const batch = pool.warmEnis > 0 ? room : Math.max(pool.warmIps, 1);
+    const count = Math.min(room, Math.max(need, batch));
     if (count <= 0) return 0;
     const ips = await ctx.cloud.assignIps({ eniId: eni.id, count });
     for (const ip of ips) eni.ips.add(ip);

@@ -175,7 +175,8 @@ export function ipsPerEni(p: PoolConfig, ipv4PerEni: number): number {
 
 /**
  * How many free addresses a pool wants and how many it holds too many, from its warm
- * targets: free ≥ max(warmIps, warmEnis × perEni), total ≥ minimumIps.
+ * targets: free ≥ max(warmIps, warmEnis × perEni), total ≥ minimumIps. Cooling addresses
+ * are held but not free, so they raise the target; they are never surplus.
  */
 export function warmShortfall(
   p: PoolConfig,
@@ -185,7 +186,9 @@ export function warmShortfall(
   const wantFree = Math.max(p.warmIps, p.warmEnis * perEni);
   const wantTotal = Math.max(p.minimumIps, s.used + s.cooling + wantFree);
   const shortfall = Math.max(0, wantTotal - s.total);
-  // Cooling addresses come back by themselves: they do not count as surplus yet.
-  const surplus = Math.max(0, s.total - wantTotal);
+  // Hysteresis: growth asks for a whole warm batch, so only what lies beyond one more batch
+  // counts as surplus (ENI-sized pools release whole ENIs, which is coarse enough).
+  const band = p.warmEnis > 0 ? 0 : p.warmIps;
+  const surplus = Math.max(0, s.total - wantTotal - band);
   return { wantFree, shortfall, surplus: Math.min(surplus, s.free) };
 }

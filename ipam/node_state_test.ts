@@ -54,8 +54,8 @@ Deno.test("warm targets: shortfall and surplus", () => {
   });
   // Cooling addresses are held but not available: they raise the target.
   assert.equal(warmShortfall(p, { enis: 2, total: 28, used: 20, cooling: 6, free: 2 }, 14).shortfall, 3);
-  // 40 held, 2 used: wants 20 → surplus 20 (all free).
-  assert.equal(warmShortfall(p, { enis: 3, total: 40, used: 2, cooling: 0, free: 38 }, 14).surplus, 20);
+  // 40 held, 2 used: wants 20; one warm batch (5) of slack is kept → surplus 15.
+  assert.equal(warmShortfall(p, { enis: 3, total: 40, used: 2, cooling: 0, free: 38 }, 14).surplus, 15);
   const [e] = configSchema.parse({ pools: [{ name: "e" }] }).pools;
   assert.equal(warmShortfall(e, { enis: 1, total: 14, used: 3, cooling: 0, free: 11 }, 14).shortfall, 3);
 });

@@ -17,6 +17,9 @@ const SYMBOLS = {
   send: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
   recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
   setns: { parameters: ["i32", "i32"], result: "i32" },
+  unshare: { parameters: ["i32"], result: "i32" },
+  mount: { parameters: ["buffer", "buffer", "buffer", "u64", "pointer"], result: "i32" },
+  umount2: { parameters: ["buffer", "i32"], result: "i32" },
   open: { parameters: ["buffer", "i32", "u32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
@@ -96,5 +99,9 @@ export const O_WRONLY = 1;
 export const O_CLOEXEC = 0o2000000;
 /** setns(2) nstype for network namespaces. */
 export const CLONE_NEWNET = 0x40000000;
+/** mount(2) flag: bind mount. */
+export const MS_BIND = 4096;
+/** umount2(2) flag: lazy detach. */
+export const MNT_DETACH = 2;
 /** Interrupted system call. */
 export const EINTR = 4;

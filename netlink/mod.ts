@@ -8,6 +8,7 @@
 export * from "./errors.ts";
 export * from "./socket.ts";
 export * from "./netns.ts";
+export * from "./netns_named.ts";
 export * from "./link.ts";
 export * from "./addr.ts";
 export * from "./route.ts";

@@ -286,10 +286,25 @@ export async function runCompile(o: CompileOptions, source: DenortSource): Promi
   const env: Record<string, string> = source.kind === "env" ? { DENORT_BIN: source.path } : {};
   const r = await deno(compileArgs(o), env);
   if (r.code === 0) return;
+  removeCompileLeftovers(o.output);
   if (source.kind === "download" && isDenortFetchFailure(r.stderr)) {
     throw new CompileError(`could not download denort from ${source.url}.\n${denortHelp()}`);
   }
   throw new CompileError(`deno compile failed:\n${r.stderr.trim()}`);
+}
+
+/** Removes the `<output>.tmp-*` files a crashed `deno compile` leaves behind. */
+export function removeCompileLeftovers(output: string): void {
+  const path = output.startsWith("/") ? output : `${REPO_ROOT}/${output}`;
+  const dir = path.replace(/\/[^/]*$/, "");
+  const base = path.slice(dir.length + 1);
+  try {
+    for (const e of Deno.readDirSync(dir)) {
+      if (e.isFile && e.name.startsWith(`${base}.tmp-`)) Deno.removeSync(`${dir}/${e.name}`);
+    }
+  } catch {
+    // no output directory: nothing was left
+  }
 }
 
 /**

@@ -66,6 +66,7 @@ export function registerSim(program: Command): void {
           `EC2   ${sim.ec2Endpoint}   (region ${sim.state.region}, any static credentials)`,
         );
         for (const [id, url] of Object.entries(imds)) console.log(`IMDS  ${url}   ${id}`);
+        console.log(`CTRL  ${sim.ec2Endpoint}/_sim/{state,stats,faults}   (PATCH faults as JSON)`);
         console.log("Press Ctrl-C to stop.");
       }
       await new Promise<void>((resolve) => {

@@ -24,6 +24,7 @@ import { defaultFaults, type FaultConfig, FaultInjector } from "./faults.ts";
 import { categoryOf, type Ec2Answer, errorXml, handleEc2, isKnownAction } from "./ec2_api.ts";
 import { QueryParams } from "./query.ts";
 import { ImdsHandler } from "./imds.ts";
+import { handleControl } from "./control.ts";
 
 export { loadScenario, parseScenario, ScenarioError } from "./scenario.ts";
 export type { Scenario, ScenarioInput, ScenarioIssue } from "./scenario.ts";
@@ -120,6 +121,10 @@ export async function startSim(o: StartSimOptions): Promise<SimServer> {
     async (req) => {
       const started = performance.now();
       const url = new URL(req.url);
+      if (url.pathname.startsWith("/_sim/")) {
+        const res = await handleControl(req, url.pathname, state, faults, stats);
+        if (res) return res;
+      }
       let params: URLSearchParams;
       if (req.method === "POST") {
         params = new URLSearchParams(await req.text());

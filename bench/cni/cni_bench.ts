@@ -37,6 +37,8 @@ export interface SideFigures {
   concurrent50Ms: number;
   /** Peak RSS of one ADD process, KiB. */
   peakRssKiB: number;
+  /** Mean CPU time (user + system) of one ADD + DEL pair, ms: robust to a busy machine. */
+  cpuPairMs: number;
 }
 
 /** The result of {@linkcode benchCni}. */
@@ -80,6 +82,17 @@ function median(xs: number[]): number {
 }
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
+
+/**
+ * CPU time of this process's reaped children (cutime + cstime from /proc/self/stat), ms.
+ * Read around one child at a time, the difference is that child's CPU.
+ */
+function childCpuMs(): number {
+  const stat = Deno.readTextFileSync("/proc/self/stat");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // fields[0] is the state (field 3 of proc(5)); cutime and cstime are fields 16 and 17.
+  return (Number(fields[13]) + Number(fields[14])) * 10;
+}
 const round2 = (x: number) => Math.round(x * 100) / 100;
 
 async function sh(cmd: string[]): Promise<string> {
@@ -239,8 +252,10 @@ async function inner(pairs: number, rounds: number): Promise<void> {
     const empty = `${dir}/empty.ts`;
     await Deno.writeTextFile(empty, "");
     const emptyMs: number[] = [];
-    const samples: Record<string, { add: number[]; del: number[]; conc: number[] }> = {};
-    for (const s of sides) samples[s.name] = { add: [], del: [], conc: [] };
+    const samples: Record<string, { add: number[]; del: number[]; conc: number[]; cpu: number }> =
+      {};
+    for (const s of sides) samples[s.name] = { add: [], del: [], conc: [], cpu: 0 };
+    let emptyCpu = 0;
     for (let p = 0; p < pairs; p++) {
       const t0 = performance.now();
       await new Deno.Command("deno", {
@@ -251,8 +266,10 @@ async function inner(pairs: number, rounds: number): Promise<void> {
         .output();
       emptyMs.push(performance.now() - t0);
       for (const s of sides) {
+        const c0 = childCpuMs();
         samples[s.name].add.push((await execPlugin(s.plugin, env("ADD", 0), s.config(dir))).ms);
         samples[s.name].del.push((await execPlugin(s.plugin, env("DEL", 0), s.config(dir))).ms);
+        samples[s.name].cpu += childCpuMs() - c0;
       }
     }
     for (let r = 0; r < rounds; r++) {
@@ -278,13 +295,18 @@ async function inner(pairs: number, rounds: number): Promise<void> {
       const x = samples[s.name];
       figures[s.name] = {
         pairMs: round1(median(x.add.map((a, i) => a + x.del[i]))),
+        cpuPairMs: round1(x.cpu / pairs),
         addMs: round1(median(x.add)),
         delMs: round1(median(x.del)),
         concurrent50Ms: round1(median(x.conc)),
         peakRssKiB: rss[s.name],
       };
     }
-    console.log(JSON.stringify({ emptyDenoMs: round1(median(emptyMs)), figures }));
+    console.log(JSON.stringify({
+      emptyDenoMs: round1(median(emptyMs)),
+      emptyDenoCpuMs: round1(emptyCpu / pairs),
+      figures,
+    }));
   } finally {
     await standin.close();
     for (const p of pods) await sh(["ip", "netns", "del", p]).catch(() => {});

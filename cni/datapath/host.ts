@@ -6,9 +6,11 @@
  * @module
  */
 import {
+  addAddress,
   deleteRoute,
   findLink,
   findLinkByMac,
+  isExists,
   isNotFound,
   type Link,
   listAddresses,
@@ -25,7 +27,7 @@ import { DatapathError, DatapathInputError } from "./errors.ts";
 import { canonicalDst } from "./ipv4.ts";
 import { eniTable } from "./naming.ts";
 import type { PlannedRoute } from "./plan.ts";
-import type { DatapathConfig, EniInfo, PodAddress } from "./types.ts";
+import type { DatapathConfig, DatapathEni, EniInfo, PodAddress } from "./types.ts";
 
 /** Sysctls every datapath needs on the host: pods' packets are forwarded. */
 export const HOST_SYSCTLS: ReadonlyArray<readonly [string, string]> = [
@@ -51,6 +53,28 @@ export function eniLink(s: NetlinkSocket, eni: EniInfo): Link {
   return link;
 }
 
+/**
+ * Sysctls of an ENI's link. Pod addresses sit behind the host (veth, and ipvlan-l3s whose
+ * ARP the host handles): should anything on the ENI's segment ask for one by ARP, the host
+ * answers for it at once (proxy ARP without its random delay). The VPC itself never asks,
+ * but a fabric or network that does then still reaches the pod. ipvlan-l2 slaves answer
+ * for themselves.
+ */
+export function eniLinkSysctls(cfg: DatapathConfig, linkName: string): [string, string][] {
+  if (cfg.kind === "ipvlan-l2") return [];
+  // Slash form: a link name may contain dots.
+  return [
+    [`net/ipv4/conf/${linkName}/proxy_arp`, "1"],
+    [`net/ipv4/neigh/${linkName}/proxy_delay`, "0"],
+  ];
+}
+
+/** The address a secondary ENI's link carries: its primary IP with the subnet's prefix. */
+export function eniAddress(eni: DatapathEni): string | undefined {
+  if (!eni.primaryIp || eni.primary || eni.deviceIndex === 0) return undefined;
+  return `${eni.primaryIp}/${eni.subnetCidr.split("/")[1]}`;
+}
+
 /** The routes T(E) holds for an ENI other than the primary: gateway, default, subnet. */
 export function eniTableRoutes(eni: EniInfo, linkName: string): PlannedRoute[] {
   const table = eniTable(eni);
@@ -66,7 +90,7 @@ export function eniTableRoutes(eni: EniInfo, linkName: string): PlannedRoute[] {
  * link must have: secondary ENIs are set to exactly `cfg.mtu`, the primary (which carries
  * the node's own traffic) is only ever raised, and only when ipvlan slaves need it.
  */
-export function ensureEni(s: NetlinkSocket, cfg: DatapathConfig, eni: EniInfo): Link {
+export function ensureEni(s: NetlinkSocket, cfg: DatapathConfig, eni: DatapathEni): Link {
   const link = eniLink(s, eni);
   const primary = eni.primary || eni.deviceIndex === 0;
   const step = (what: string, fn: () => void) => {
@@ -81,8 +105,28 @@ export function ensureEni(s: NetlinkSocket, cfg: DatapathConfig, eni: EniInfo): 
     : cfg.mtu;
   if (link.mtu !== wantMtu) step(`set MTU ${wantMtu} on`, () => setLinkMtu(s, link.index, wantMtu));
   if (!link.up) step("set up", () => setLinkUp(s, link.index));
+  for (const [key, value] of eniLinkSysctls(cfg, link.name)) {
+    if (readSysctl(key) !== value) {
+      step(`sysctl ${key}=${value} for`, () => writeSysctl(key, value));
+    }
+  }
   if (primary) return link;
 
+  const own = eniAddress(eni);
+  if (
+    own &&
+    !listAddresses(s, { link: link.index, family: 4 }).some((a) =>
+      `${a.address}/${a.prefixLen}` === own
+    )
+  ) {
+    step(`add address ${own} (no prefix route) to`, () => {
+      try {
+        addAddress(s, link.index, own, { noPrefixRoute: true });
+      } catch (e) {
+        if (!isExists(e)) throw e;
+      }
+    });
+  }
   const want = eniTableRoutes(eni, link.name);
   const have = listRoutes(s, { table: want[0].table, family: 4 });
   for (const r of want) {

@@ -6,13 +6,22 @@
  *
  * @module
  */
-import { getLink, listRoutes, NetlinkSocket, netnsExists, readSysctl } from "../../netlink/mod.ts";
+import {
+  getLink,
+  listAddresses,
+  listRoutes,
+  NetlinkSocket,
+  netnsExists,
+  readSysctl,
+} from "../../netlink/mod.ts";
 import { applyPlan, type Sockets } from "./apply.ts";
 import { checkPlan, routeProblem } from "./check.ts";
 import { deleteHostVeth, deletePodLinks, deletePodRules, podIpOfHostVeth } from "./detach.ts";
 import { DatapathError, DatapathInputError } from "./errors.ts";
 import {
+  eniAddress,
   eniLink,
+  eniLinkSysctls,
   eniTableRoutes,
   ensureEni,
   ensureHostSysctls,
@@ -25,7 +34,7 @@ import { type HostFacts, type Plan, planAttachment } from "./plan.ts";
 import type {
   AttachResult,
   DatapathConfig,
-  EniInfo,
+  DatapathEni,
   PodAttachment,
   PodDetachment,
 } from "./types.ts";
@@ -142,7 +151,7 @@ export function checkPod(cfg: DatapathConfig, pod: PodAttachment): string[] {
     const eni = pod.address.eni;
     let facts: HostFacts = { nodeIps: [] };
     try {
-      if (eni) problems.push(...checkEni(s, eni));
+      if (eni) problems.push(...checkEni(s, cfg, eni));
       facts = hostFacts(s, cfg, pod);
     } catch (e) {
       problems.push(`host: ${e instanceof Error ? e.message : e}`);
@@ -154,11 +163,24 @@ export function checkPod(cfg: DatapathConfig, pod: PodAttachment): string[] {
   });
 }
 
-function checkEni(s: Sockets, eni: EniInfo): string[] {
+function checkEni(s: Sockets, cfg: DatapathConfig, eni: DatapathEni): string[] {
   const link = eniLink(s.host, eni);
   const problems: string[] = [];
   if (!link.up) problems.push(`host: ENI link ${link.name} (${eni.id}) is down`);
+  for (const [key, value] of eniLinkSysctls(cfg, link.name)) {
+    const v = readSysctl(key);
+    if (v !== value) problems.push(`host: sysctl ${key} is ${v}, expected ${value}`);
+  }
   if (eni.primary || eni.deviceIndex === 0) return problems;
+  const own = eniAddress(eni);
+  if (
+    own &&
+    !listAddresses(s.host, { link: link.index, family: 4 }).some((a) =>
+      `${a.address}/${a.prefixLen}` === own
+    )
+  ) {
+    problems.push(`host: address ${own} on ENI link ${link.name} missing`);
+  }
   const want = eniTableRoutes(eni, link.name);
   const have = listRoutes(s.host, { table: want[0].table, family: 4 });
   for (const r of want) {
@@ -172,7 +194,7 @@ function checkEni(s: Sockets, eni: EniInfo): string[] {
  * Host setup, idempotent: forwarding on; with `eni`, its link up with the right MTU and
  * its table T(E) filled (primary ENI: main, nothing to add).
  */
-export function prepareHost(cfg: DatapathConfig, eni?: EniInfo): void {
+export function prepareHost(cfg: DatapathConfig, eni?: DatapathEni): void {
   validateConfig(cfg);
   const host = NetlinkSocket.open();
   try {

@@ -29,6 +29,16 @@ export interface DatapathConfig {
   hostVethPrefix: string;
 }
 
+/**
+ * An ENI as the datapath takes it: {@linkcode EniInfo} plus, optionally, the ENI's own
+ * primary address. When given, a secondary ENI's link carries it (without a subnet route in
+ * main), so the link's own ARP requests have a sender address the VPC knows it owns.
+ */
+export interface DatapathEni extends EniInfo {
+  /** The ENI's primary private IPv4 address (not a pod address). */
+  primaryIp?: string;
+}
+
 /** Where the pod's IP comes from (a daemon allocation or a delegated IPAM plugin). */
 export interface PodAddress {
   /** The pod's IPv4 address, without prefix, e.g. "10.0.1.23". */
@@ -38,7 +48,7 @@ export interface PodAddress {
   /** The subnet's gateway. */
   gateway: string;
   /** The ENI that owns `ip`; absent means the primary ENI and the main table. */
-  eni?: EniInfo;
+  eni?: DatapathEni;
   /** ipvlan parent link name when `eni` is absent (default: the link of the default route). */
   master?: string;
 }

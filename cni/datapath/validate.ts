@@ -100,6 +100,14 @@ export function validateAddress(a: PodAddress): PodAddress {
     if (typeof e.gateway !== "string" || !isIpv4(e.gateway)) {
       fail(`address.eni.gateway ${JSON.stringify(e.gateway)} is not an IPv4 address`);
     }
+    if (
+      e.primaryIp !== undefined &&
+      (!isIpv4(e.primaryIp) || !cidrContains(subnet, parseIpv4(e.primaryIp)!))
+    ) {
+      fail(
+        `address.eni.primaryIp ${JSON.stringify(e.primaryIp)} is not an address of ${e.subnetCidr}`,
+      );
+    }
     if (!cidrContains(subnet, parseIpv4(a.ip)!)) {
       fail(`address.ip ${a.ip} is outside the ENI's subnet ${e.subnetCidr}`);
     }

@@ -7,7 +7,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { Ec2Client, type Ec2ClientOptions, Ec2Error } from "../../aws/ec2.ts";
+import { Ec2Client, type Ec2ClientOptions, Ec2Error, metricsSnapshot } from "../../aws/ec2.ts";
 import { InstanceLimitsResolver, maxPods } from "../../aws/limits.ts";
 import { freePort } from "../helpers/aws_peers.ts";
 
@@ -224,6 +224,11 @@ export function ec2Suite(name: string, start: () => Promise<Ec2Target>): void {
         tags: { "vpcni.io/instance": world.instanceId },
       });
       assert.deepEqual(found.map((e) => e.eniId), [eni.eniId]);
+      const some = await c.describeNetworkInterfaces({
+        ids: [eni.eniId, "eni-0000000000000dead"],
+        ignoreMissing: true,
+      });
+      assert.deepEqual(some.map((e) => e.eniId), [eni.eniId]);
       assert.equal(c.metrics.calls.get("CreateNetworkInterface"), 1);
     },
   );
@@ -471,6 +476,10 @@ export function ec2Suite(name: string, start: () => Promise<Ec2Target>): void {
       const pages = (c.metrics.calls.get("DescribeNetworkInterfaces") ?? 0) - before;
       if (has(target, "noPagination")) assert.equal(pages, 1);
       else assert.equal(pages, 2);
+      const snap = metricsSnapshot(c.metrics);
+      assert.equal(snap.calls.DescribeNetworkInterfaces, before + pages);
+      assert.equal(snap.calls.CreateNetworkInterface, 7);
+      assert.deepEqual(JSON.parse(JSON.stringify(snap)), snap);
     } finally {
       c.close();
     }

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { Ec2Client } from "../../aws/ec2.ts";
 import { ImdsClient, type NodeEni, type NodeMetadata } from "../../aws/imds.ts";
 import { type SimServer, startSim } from "../../aws/sim/mod.ts";
-import { freePort } from "../helpers/aws_peers.ts";
+import { freePortRun } from "../helpers/aws_peers.ts";
 import { SUITE_SCENARIO, SUITE_WORLD } from "./sim_world.ts";
 import { imdsSuite } from "./imds_suite.ts";
 
@@ -78,8 +78,20 @@ function sortIps(md: NodeMetadata): NodeMetadata {
 }
 
 imdsSuite("sim", async () => {
-  const port = freePort();
-  let sim = await startSim({ scenario: SUITE_SCENARIO, port });
+  // Fixed ports (EC2, then one IMDS port), so a restarted simulator answers at the same place.
+  const start = async () => {
+    for (let tries = 0;; tries++) {
+      const port = freePortRun(2);
+      try {
+        return { port, sim: await startSim({ scenario: SUITE_SCENARIO, port }) };
+      } catch (e) {
+        if (!(e instanceof Deno.errors.AddrInUse) || tries >= 5) throw e;
+      }
+    }
+  };
+  const first = await start();
+  const port = first.port;
+  let sim = first.sim;
   const endpoint = sim.imdsEndpointFor(INSTANCE);
   let expected: NodeMetadata;
   try {

@@ -390,3 +390,41 @@ Deno.test("veth: 50 pods on one node, ADD then DEL, leave no link, route, rule o
     await deleteNetns(node.name);
   }
 });
+
+Deno.test("veth: prepareHost is idempotent, CHECK reports the ENI's setup, prepareHost repairs it", async () => {
+  await withNodeAndPod(async (node, _pod, a) => {
+    const eni = { ...ENI1, primaryIp: "10.0.1.4" };
+    const pod = { ...a, address: { ...a.address, eni } };
+    onNode(node, () => prepareHost(CFG, eni));
+    const once = await dump(node.name);
+    onNode(node, () => prepareHost(CFG, eni));
+    assert.equal(await dump(node.name), once);
+    const eth1 = await sh(["ip", "-4", "addr", "show", "eth1"], { netns: node.name });
+    assert.match(eth1, /inet 10\.0\.1\.4\/24 .*noprefixroute/);
+    const sysctl = (k: string) =>
+      sh(["sysctl", "-n", k], { netns: node.name }).then((v) => v.trim());
+    assert.equal(await sysctl("net.ipv4.conf.eth1.proxy_arp"), "1");
+    assert.equal(await sysctl("net.ipv4.neigh.eth1.proxy_delay"), "0");
+
+    onNode(node, () => attachPod(CFG, pod));
+    assert.deepEqual(onNode(node, () => checkPod(CFG, pod)), []);
+    await sh(["ip", "addr", "del", "10.0.1.4/24", "dev", "eth1"], { netns: node.name });
+    await sh(["sysctl", "-qw", "net.ipv4.conf.eth1.proxy_arp=0"], { netns: node.name });
+    await sh(["ip", "link", "set", "eth1", "down"], { netns: node.name });
+    assert.deepEqual(
+      onNode(node, () => checkPod(CFG, pod)).sort(),
+      [
+        "host: ENI link eth1 (eni-01) is down",
+        "host: address 10.0.1.4/24 on ENI link eth1 missing",
+        // Taking the last address off a link, or the link down, flushes its routes.
+        "host: route 10.0.1.1/32 dev eth1 scope link table 101 missing",
+        "host: route default via 10.0.1.1 dev eth1 table 101 missing",
+        "host: route 10.0.1.0/24 dev eth1 scope link table 101 missing",
+        "host: sysctl net/ipv4/conf/eth1/proxy_arp is 0, expected 1",
+      ].sort(),
+    );
+    onNode(node, () => prepareHost(CFG, eni));
+    assert.deepEqual(onNode(node, () => checkPod(CFG, pod)), []);
+    onNode(node, () => detachPod(CFG, pod));
+  });
+});

@@ -207,6 +207,25 @@ Deno.test({
               "main",
             ], { netns: node.node.name });
           }
+          // Inside the pod too: its default route via the link-local gateway.
+          await sh(["ip", "route", "del", "default"], { netns: p2.ns.name });
+          try {
+            const dp = check((await report(node)).r, "datapath");
+            assert.equal(dp.status, "fail");
+            assert.equal(dp.details?.length, 1, JSON.stringify(dp.details));
+            assert.ok(
+              dp.details[0].startsWith(`${p2.ip} (`) &&
+                dp.details[0].endsWith(
+                  "pod route default via 169.254.1.1 dev eth0 table main missing",
+                ),
+              dp.details[0],
+            );
+          } finally {
+            await sh(["ip", "route", "add", "default", "via", "169.254.1.1", "dev", "eth0"], {
+              netns: p2.ns.name,
+            });
+          }
+          assert.equal(check((await report(node)).r, "datapath").status, "ok");
         },
       );
 

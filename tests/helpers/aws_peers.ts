@@ -146,3 +146,22 @@ export function startSilentServer(): PeerProcess {
     },
   };
 }
+
+/** A loopback port `p` such that `p` and the next `count - 1` ports are free right now. */
+export function freePortRun(count: number): number {
+  for (let tries = 0; tries < 50; tries++) {
+    const p = freePort();
+    const held: Deno.Listener[] = [];
+    try {
+      for (let i = 1; i < count; i++) {
+        held.push(Deno.listen({ hostname: "127.0.0.1", port: p + i }));
+      }
+      return p;
+    } catch {
+      // one of the following ports is taken: try another start
+    } finally {
+      for (const l of held) l.close();
+    }
+  }
+  throw new Error(`no run of ${count} free loopback ports found`);
+}

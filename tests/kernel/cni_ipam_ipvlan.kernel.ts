@@ -20,7 +20,7 @@ interface IpLinkDetail {
 }
 
 async function podLink(netns: string): Promise<IpLinkDetail> {
-  const [link] = await ipJson<IpLinkDetail[]>(["-d", "addr", "show", "dev", "eth0"], netns);
+  const [link] = await ipJson<IpLinkDetail[]>(["-4", "-d", "addr", "show", "dev", "eth0"], netns);
   return link;
 }
 

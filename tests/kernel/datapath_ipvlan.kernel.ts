@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { connectivityFailures, DatapathWorld } from "../helpers/datapath_world.ts";
+import { simFabricFailures } from "../helpers/datapath_simfabric.ts";
 import { isRoot } from "../helpers/netns.ts";
 import { ipJson, sh } from "../helpers/sh.ts";
 import { hostVethName } from "../../cni/datapath/mod.ts";
@@ -130,5 +131,10 @@ for (const kind of ["ipvlan-l2", "ipvlan-l3s"] as const) {
   Deno.test(`${kind}: pods talk across two nodes through a VPC-like fabric`, async () => {
     await requireIpvlan();
     assert.deepEqual(await connectivityFailures(kind), []);
+  });
+
+  Deno.test(`${kind}: pods talk across two nodes through the simulator's fabric`, async () => {
+    await requireIpvlan();
+    assert.deepEqual(await simFabricFailures(kind), []);
   });
 }

@@ -153,3 +153,35 @@ for (const mode of ["l2", "l3s"] as IpvlanMode[]) {
     });
   });
 }
+
+Deno.test("netlink/: every ipvlan mode and flag round-trips through the kernel and ip -d -j", async () => {
+  assert.ok(isRoot(), "this test needs root");
+  await withNetns(["vnlkn", "vnlka"], async (node, pod) => {
+    using nodeSock = NetlinkSocket.openIn(node.path);
+    using podSock = NetlinkSocket.openIn(pod.path);
+    createVeth(nodeSock, { name: "vnleni2", peerName: "vnlwire2", mtu: 9001 });
+    const eni = getLink(nodeSock, "vnleni2");
+    for (const mode of ["l2", "l3", "l3s"] as IpvlanMode[]) {
+      for (const flag of ["bridge", "private", "vepa"] as const) {
+        createSlave(nodeSock, {
+          name: "vnlipv",
+          parent: eni.index,
+          mode,
+          flag,
+          netns: pod.path,
+          mtu: 1500,
+        });
+        const slave = getLink(podSock, "vnlipv");
+        assert.deepEqual(
+          [slave.kind, slave.ipvlanMode, slave.ipvlanFlag, slave.mtu, slave.parentIndex],
+          ["ipvlan", mode, flag, 1500, eni.index],
+          `${mode} ${flag}`,
+        );
+        const ip = (await ipJson<IpLinkDetail[]>(["-d", "link", "show", "vnlipv"], pod.name))[0];
+        assert.equal(ip.linkinfo?.info_data?.mode, mode, `${mode} ${flag}: ip's mode`);
+        deleteLink(podSock, "vnlipv");
+        assert.equal(findLink(podSock, "vnlipv"), undefined);
+      }
+    }
+  });
+});

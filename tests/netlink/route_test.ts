@@ -5,11 +5,13 @@ import {
   createVeth,
   deleteRoute,
   ExistsError,
+  InvalidError,
   InvalidInputError,
   type Link,
   listLinks,
   listRoutes,
   MAIN_TABLE,
+  NetlinkError,
   NotFoundError,
   replaceRoute,
   type Route,
@@ -175,6 +177,19 @@ Deno.test("replaceRoute swaps the next hop; deleteRoute removes; errors are type
     deleteRoute(ns.sock, { dst: "10.72.0.0/16", dev: "vnlr0", table: 101 });
     assert.deepEqual(listRoutes(ns.sock, { table: 101 }), []);
     assert.throws(() => deleteRoute(ns.sock, { dst: "10.71.0.0/16", table: 101 }), NotFoundError);
+    // The kernel's extended-ack text rides along in the message and in .extack.
+    assert.throws(
+      () => addRoute(ns.sock, { dst: "10.99.0.0/16", gateway: "192.0.2.1", dev: "vnlr0" }),
+      (e: unknown) =>
+        e instanceof NetlinkError && e.errno === 101 && /gateway/i.test(e.extack ?? "") &&
+        e.message.startsWith(
+          "RTM_NEWROUTE 10.99.0.0/16 via 192.0.2.1 dev vnlr0: Network is unreachable (",
+        ),
+    );
+    assert.throws(
+      () => addRoute(ns.sock, { dst: "10.98.0.0/16", gateway: "10.60.0.1", type: "local" }),
+      (e: unknown) => e instanceof InvalidError && /scope/.test(e.extack ?? ""),
+    );
     assert.throws(
       () => addRoute(ns.sock, { dst: "10.73.0.0/16", gateway: "fd00:60::1", table: 101 }),
       (e: unknown) => e instanceof InvalidInputError && /wrong address family/.test(e.message),

@@ -74,6 +74,7 @@ Deno.test("without denort the build checks graph and types, then says how to pro
     assert.ok(r.stderr.includes("DENORT_BIN=/path/to/denort deno task compile"), r.stderr);
     assert.ok(r.stderr.includes(`denort ${Deno.version.deno}`), r.stderr);
     assert.throws(() => Deno.statSync(`${out}/vpcni`), "no half-built binary is left");
+    assert.deepEqual([...Deno.readDirSync(out)].map((e) => e.name), [], "no temp file is left");
   } finally {
     await Deno.remove(out, { recursive: true });
   }

@@ -1,0 +1,98 @@
+/**
+ * Named network namespaces (`/run/netns/NAME`, the convention iproute2 and container
+ * runtimes share), made and removed with syscalls: unshare(CLONE_NEWNET) on the calling
+ * thread, a bind mount of the thread's new netns onto the name, then setns back.
+ *
+ * @module
+ */
+import { errorFromErrno, InvalidInputError } from "./errors.ts";
+import {
+  CLONE_NEWNET,
+  cString,
+  errno,
+  libc,
+  MNT_DETACH,
+  MS_BIND,
+  O_CLOEXEC,
+  O_RDONLY,
+} from "./libc.ts";
+
+/** Where named netns live. */
+export const NETNS_RUN_DIR = "/run/netns";
+
+function checkName(name: string): void {
+  if (typeof name !== "string" || !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(name)) {
+    throw new InvalidInputError(
+      `netns name ${JSON.stringify(name)} is invalid: use 1-63 letters, digits, '.', '_' or '-'`,
+    );
+  }
+}
+
+/**
+ * Creates the named netns `name` and returns its path. Fails with an ExistsError when the
+ * name is taken. The calling thread always ends in the netns it started in.
+ */
+export function createNamedNetns(name: string): string {
+  checkName(name);
+  const path = `${NETNS_RUN_DIR}/${name}`;
+  Deno.mkdirSync(NETNS_RUN_DIR, { recursive: true });
+  try {
+    Deno.writeFileSync(path, new Uint8Array(), { createNew: true, mode: 0o444 });
+  } catch (e) {
+    if (e instanceof Deno.errors.AlreadyExists) {
+      throw errorFromErrno({ errno: 17, op: "netns add", subject: name });
+    }
+    throw e;
+  }
+  const l = libc();
+  let mounted = false;
+  try {
+    // The netns the thread is in now (maybe inside an inNetns block): where it returns.
+    const back = l.open(cString("/proc/thread-self/ns/net"), O_RDONLY | O_CLOEXEC, 0);
+    if (back < 0) throw errorFromErrno({ errno: errno(), op: "open", subject: "own netns" });
+    try {
+      if (l.unshare(CLONE_NEWNET) !== 0) {
+        throw errorFromErrno({ errno: errno(), op: "unshare", subject: name });
+      }
+      try {
+        const rc = l.mount(
+          cString("/proc/thread-self/ns/net"),
+          cString(path),
+          cString("none"),
+          BigInt(MS_BIND),
+          null,
+        );
+        if (rc !== 0) throw errorFromErrno({ errno: errno(), op: "mount", subject: path });
+        mounted = true;
+      } finally {
+        if (l.setns(back, CLONE_NEWNET) !== 0) {
+          // As in inNetns: a thread stranded in the wrong netns must not go on.
+          console.error(`vpcni: setns back to the thread's netns failed (errno ${errno()})`);
+          Deno.exit(70);
+        }
+      }
+    } finally {
+      l.close(back);
+    }
+  } finally {
+    if (!mounted) {
+      try {
+        Deno.removeSync(path);
+      } catch { /* nothing to undo */ }
+    }
+  }
+  return path;
+}
+
+/** Removes the named netns `name`; a missing one is fine. Links inside go with it. */
+export function deleteNamedNetns(name: string): void {
+  checkName(name);
+  const path = `${NETNS_RUN_DIR}/${name}`;
+  // EINVAL (not a mount point) and ENOENT are both "already gone" here.
+  libc().umount2(cString(path), MNT_DETACH);
+  try {
+    Deno.removeSync(path);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+}
