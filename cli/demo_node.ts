@@ -37,7 +37,13 @@ export interface DemoPod {
 export function selfCommand(): string[] {
   const exe = Deno.execPath();
   if (exe.split("/").pop() === "deno") {
-    return [exe, "run", "--allow-all", "--no-check", new URL("../main.ts", import.meta.url).pathname];
+    return [
+      exe,
+      "run",
+      "--allow-all",
+      "--no-check",
+      new URL("../main.ts", import.meta.url).pathname,
+    ];
   }
   return [exe];
 }
@@ -175,8 +181,7 @@ export class DemoNode {
         stdin: "null",
         stdout: "null",
         stderr: "piped",
-      }).spawn()
-    );
+      }).spawn());
     this.#daemon.stderr.pipeTo(log.writable).catch(() => {});
   }
 
@@ -227,8 +232,7 @@ export class DemoNode {
         stdin: "piped",
         stdout: "piped",
         stderr: "null",
-      }).spawn()
-    );
+      }).spawn());
     const w = child.stdin.getWriter();
     await w.write(new TextEncoder().encode(JSON.stringify(conf)));
     await w.close();
@@ -243,7 +247,11 @@ export class DemoNode {
     this.#podNetns.push(netns);
     const containerId = `demo${name.replace(/[^a-z0-9]/g, "")}${this.#tag}`;
     const annotations: Record<string, string> = pool ? { "vpcni.io/pool": pool } : {};
-    const r = await this.cni("ADD", { containerId, netns: path, ifName: "eth0", name }, annotations);
+    const r = await this.cni(
+      "ADD",
+      { containerId, netns: path, ifName: "eth0", name },
+      annotations,
+    );
     if (r.code !== 0) throw new Error(`ADD ${name} failed: ${r.stdout.trim()}`);
     const result = JSON.parse(r.stdout);
     const ip = String(result.ips[0].address).split("/")[0];
@@ -282,8 +290,7 @@ export class DemoNode {
         args: ["-c", "1", "-W", "2", to],
         stdout: "null",
         stderr: "null",
-      }).spawn()
-    );
+      }).spawn());
     return (await child.status).success;
   }
 

@@ -47,6 +47,8 @@ export interface CniBenchResult {
   rounds: number;
   /** Median wall time of `deno run` of an empty script, ms. */
   emptyDenoMs: number;
+  /** Mean CPU time of `deno run` of an empty script, ms. */
+  emptyDenoCpuMs: number;
   ptp: SideFigures;
   vpcniHostLocal: SideFigures;
   vpcniDaemon: SideFigures;
@@ -54,9 +56,9 @@ export interface CniBenchResult {
   vpcniBundleHostLocal: SideFigures;
   /** vpcni / ptp ratios (target: single ≤ 1.5, concurrent ≤ 2.0). */
   ratios: {
-    hostLocal: { single: number; concurrent50: number; rss: number };
-    daemon: { single: number; concurrent50: number; rss: number };
-    bundleHostLocal: { single: number; concurrent50: number; rss: number };
+    hostLocal: { single: number; concurrent50: number; rss: number; cpu: number };
+    daemon: { single: number; concurrent50: number; rss: number; cpu: number };
+    bundleHostLocal: { single: number; concurrent50: number; rss: number; cpu: number };
   };
   /** vpcni time per verb beyond an empty Deno start, ms. */
   beyondEmptyStart: {
@@ -257,14 +259,15 @@ async function inner(pairs: number, rounds: number): Promise<void> {
     for (const s of sides) samples[s.name] = { add: [], del: [], conc: [], cpu: 0 };
     let emptyCpu = 0;
     for (let p = 0; p < pairs; p++) {
+      const c0 = childCpuMs();
       const t0 = performance.now();
       await new Deno.Command("deno", {
         args: ["run", "--no-check", empty],
         stdout: "null",
         stderr: "null",
-      })
-        .output();
+      }).output();
       emptyMs.push(performance.now() - t0);
+      emptyCpu += childCpuMs() - c0;
       for (const s of sides) {
         const c0 = childCpuMs();
         samples[s.name].add.push((await execPlugin(s.plugin, env("ADD", 0), s.config(dir))).ms);
@@ -359,14 +362,16 @@ export async function benchCni(
       `--pairs=${pairs}`,
       `--rounds=${rounds}`,
     ]);
-    const { emptyDenoMs, figures } = JSON.parse(out.trim().split("\n").pop()!) as {
+    const { emptyDenoMs, emptyDenoCpuMs, figures } = JSON.parse(out.trim().split("\n").pop()!) as {
       emptyDenoMs: number;
+      emptyDenoCpuMs: number;
       figures: Record<SideName, SideFigures>;
     };
     const ratio = (v: SideFigures) => ({
       single: round2(v.pairMs / figures.ptp.pairMs),
       concurrent50: round2(v.concurrent50Ms / figures.ptp.concurrent50Ms),
       rss: round2(v.peakRssKiB / figures.ptp.peakRssKiB),
+      cpu: round2(v.cpuPairMs / figures.ptp.cpuPairMs),
     });
     const beyond = (v: SideFigures) => ({
       add: round1(v.addMs - emptyDenoMs),
@@ -376,11 +381,11 @@ export async function benchCni(
     const row = (label: string, v: SideFigures, r?: ReturnType<typeof ratio>) =>
       `| ${label} | ${v.pairMs} | ${v.addMs} / ${v.delMs} | ${v.concurrent50Ms} | ${
         Math.round(v.peakRssKiB / 1024)
-      } MiB | ` +
-      (r ? `${r.single} | ${r.concurrent50} |` : "1 | 1 |");
+      } MiB | ${v.cpuPairMs} ms | ` +
+      (r ? `${r.single} | ${r.concurrent50} | ${r.cpu} |` : "1 | 1 | 1 |");
     const markdown = [
-      "| CNI plugin (veth datapath) | ADD+DEL ms (median) | ADD / DEL ms | 50 concurrent ADDs ms | peak RSS | single ratio | 50-ADD ratio |",
-      "|---|---|---|---|---|---|---|",
+      "| CNI plugin (veth datapath) | ADD+DEL ms (median) | ADD / DEL ms | 50 concurrent ADDs ms | peak RSS | CPU per ADD+DEL | single ratio | 50-ADD ratio | CPU ratio |",
+      "|---|---|---|---|---|---|---|---|---|",
       row("reference ptp + host-local", figures.ptp),
       row("vpcni + host-local delegation", figures.vpcniHostLocal, ratio(figures.vpcniHostLocal)),
       row(
@@ -393,13 +398,14 @@ export async function benchCni(
         figures.vpcniBundleHostLocal,
         ratio(figures.vpcniBundleHostLocal),
       ),
-      `| empty \`deno run\` | ${emptyDenoMs} per start | | | | | |`,
+      `| empty \`deno run\` | ${emptyDenoMs} per start | | | | ${emptyDenoCpuMs} ms per start | | | |`,
     ].join("\n");
     return {
       loadAverage: `${loadBefore} → ${await load()}`,
       pairs,
       rounds,
       emptyDenoMs,
+      emptyDenoCpuMs,
       ptp: figures.ptp,
       vpcniHostLocal: figures.vpcniHostLocal,
       vpcniDaemon: figures.vpcniDaemon,

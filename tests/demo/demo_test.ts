@@ -27,7 +27,9 @@ Deno.test("the README's demo command adds pods in two pools, connects them, clea
   for (const step of [1, 2, 3, 4, 5, 6]) assert.match(out, new RegExp(`^\\[${step}/6\\]`, "m"));
 
   // Four pods, two per pool, each in its pool's subnet and zone.
-  const rows = out.split("\n").filter((l) => /^\s+pod-\d+\s/.test(l)).map((l) => l.trim().split(/\s+/));
+  const rows = out.split("\n").filter((l) => /^\s+pod-\d+\s/.test(l)).map((l) =>
+    l.trim().split(/\s+/)
+  );
   assert.equal(rows.length, 4, out);
   for (const [, pool, ip, eni, , subnet, cidr, zone] of rows) {
     assert.equal(zone, pool, `pod in pool ${pool} got a ${zone} subnet`);
