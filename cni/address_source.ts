@@ -7,7 +7,7 @@
  */
 import type { MainPluginConfig } from "./config.ts";
 import type { CniEnv } from "./env.ts";
-import type { PodAddress } from "./datapath/types.ts";
+import { type PodAddress, VETH_POD_GATEWAY } from "./datapath/types.ts";
 import { CniError, ErrorCode } from "./errors.ts";
 import { IpamClient } from "./ipam_client.ts";
 import { execIpamPlugin } from "./delegate.ts";
@@ -136,14 +136,14 @@ export class DelegatedAddressSource implements AddressSource {
   #type: string;
   #stdin: Uint8Array;
   #env: CniEnv;
-  #cniVersion: string;
+  #datapath: MainPluginConfig["datapath"];
 
   /** Makes a source that runs `config.delegateIpam.type`. */
   constructor(config: MainPluginConfig, env: CniEnv, stdin: Uint8Array) {
     this.#type = config.delegateIpam!.type;
+    this.#datapath = config.datapath;
     this.#stdin = stdin;
     this.#env = env;
-    this.#cniVersion = config.cniVersion;
   }
 
   async reserve(): Promise<Reservation> {
@@ -167,8 +167,17 @@ export class DelegatedAddressSource implements AddressSource {
         JSON.stringify(raw),
       );
     }
+    // veth pods route via a link-local gateway, so only ipvlan needs the subnet's.
+    const gateway = v4.gateway ?? (this.#datapath === "veth" ? VETH_POD_GATEWAY : undefined);
+    if (gateway === undefined) {
+      throw new CniError(
+        ErrorCode.INVALID_CONFIG,
+        `invalid network configuration: IPAM plugin ${this.#type} returned no gateway, which the ${this.#datapath} datapath needs`,
+        "set a gateway in the IPAM plugin's range",
+      );
+    }
     return {
-      address: { ip: v4.ip, prefixLen: v4.prefixLen, gateway: v4.gateway ?? v4.ip },
+      address: { ip: v4.ip, prefixLen: v4.prefixLen, gateway },
       nodeIps: [],
       dns: parsed.result.dns,
     };

@@ -59,8 +59,13 @@ export async function execIpamPlugin(
       stderr: "piped",
     }).spawn();
     const w = child.stdin.getWriter();
-    await w.write(stdin);
-    await w.close();
+    try {
+      await w.write(stdin);
+      await w.close();
+    } catch (e) {
+      // A plugin that exits without reading its stdin still has an answer for us.
+      if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
+    }
     out = await child.output();
   } catch (e) {
     throw new CniError(

@@ -7,7 +7,7 @@
  */
 import * as datapath from "./datapath/mod.ts";
 import { DatapathInputError } from "./datapath/errors.ts";
-import type { DatapathConfig, PodAddress } from "./datapath/types.ts";
+import { type DatapathConfig, type PodAddress, VETH_POD_GATEWAY } from "./datapath/types.ts";
 import type { MainPluginConfig } from "./config.ts";
 import type { CniEnv } from "./env.ts";
 import { CniError, ErrorCode } from "./errors.ts";
@@ -124,7 +124,11 @@ export async function cmdAdd(inv: MainInvocation): Promise<Record<string, unknow
   }
 }
 
-/** The pod's address as prevResult records it: the IPv4 of the sandbox interface. */
+/**
+ * The pod's address as prevResult records it: the IPv4 of the sandbox interface. Without a
+ * gateway in the result the veth datapath's own link-local gateway stands in (veth never
+ * routes via the subnet gateway); other datapaths then get no address and look it up.
+ */
 function prevResultAddress(config: MainPluginConfig, env: CniEnv): PodAddress | undefined {
   const prev = config.prevResult;
   if (!prev) return undefined;
@@ -134,7 +138,8 @@ function prevResultAddress(config: MainPluginConfig, env: CniEnv): PodAddress | 
   );
   if (!ip) return undefined;
   const [addr, len] = ip.address.split("/");
-  return { ip: addr, prefixLen: Number(len), gateway: ip.gateway ?? addr };
+  const gateway = ip.gateway ?? (config.datapath === "veth" ? VETH_POD_GATEWAY : undefined);
+  return gateway === undefined ? undefined : { ip: addr, prefixLen: Number(len), gateway };
 }
 
 /**

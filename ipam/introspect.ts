@@ -6,19 +6,17 @@
  */
 import type { DaemonConfig } from "./config.ts";
 import type { PoolManager } from "./pools.ts";
-import { perEniCapacity } from "./growth.ts";
-import { warmShortfall } from "./node_state.ts";
 
 /** Builds the pools view (also what doctor reads). */
 export function poolsView(pools: PoolManager) {
-  const now = pools.ctx.now();
   return [...pools.pools.values()].map((rt) => {
-    const s = pools.ctx.state.stats(rt.cfg.name, now);
-    const w = warmShortfall(rt.cfg, s, perEniCapacity(rt.cfg, pools.ctx));
+    const { s, ...w } = pools.shortfallOf(rt);
     return {
       name: rt.cfg.name,
       ...s,
       wantFree: w.wantFree,
+      demandFree: pools.demandFree(rt),
+      eniLatencyMs: Math.round(rt.eniLatencyMs),
       shortfall: w.shortfall,
       surplus: w.surplus,
       growing: rt.growing !== undefined,

@@ -175,15 +175,17 @@ export function ipsPerEni(p: PoolConfig, ipv4PerEni: number): number {
 
 /**
  * How many free addresses a pool wants and how many it holds too many, from its warm
- * targets: free ≥ max(warmIps, warmEnis × perEni), total ≥ minimumIps. Cooling addresses
+ * targets: free ≥ max(warmIps, warmEnis × perEni, demandFree), total ≥ minimumIps, where
+ * `demandFree` is what the current ADD rate will take while one ENI is being added. Cooling addresses
  * are held but not free, so they raise the target; they are never surplus.
  */
 export function warmShortfall(
   p: PoolConfig,
   s: PoolStats,
   perEni: number,
+  demandFree = 0,
 ): { wantFree: number; shortfall: number; surplus: number } {
-  const wantFree = Math.max(p.warmIps, p.warmEnis * perEni);
+  const wantFree = Math.max(p.warmIps, p.warmEnis * perEni, demandFree);
   const wantTotal = Math.max(p.minimumIps, s.used + s.cooling + wantFree);
   const shortfall = Math.max(0, wantTotal - s.total);
   // Hysteresis: growth asks for a whole warm batch, so only what lies beyond one more batch

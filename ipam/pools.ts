@@ -51,7 +51,13 @@ export interface PoolRuntime {
   /** No warm-loop growth before this (backoff after EC2 failures). */
   nextGrowAt: number;
   growFailures: number;
+  /** Times of recent ADDs (ms), for the arrival rate. */
+  addTimes: number[];
+  /** Smoothed time to create, attach and fill one ENI (ms); 0 until one was measured. */
+  eniLatencyMs: number;
 }
+
+const RATE_WINDOW_MS = 10_000;
 
 /** Everything the manager needs besides the growth context. */
 export interface PoolManagerOptions {
@@ -82,6 +88,8 @@ export class PoolManager {
         waiters: new Set(),
         nextGrowAt: 0,
         growFailures: 0,
+        addTimes: [],
+        eniLatencyMs: 0,
       });
     }
     o.ctx.onGrew = () => {
@@ -154,6 +162,8 @@ export class PoolManager {
     if (!("cfg" in rt)) return rt;
     const pool = rt.cfg.name;
     const start = performance.now();
+    rt.addTimes.push(this.ctx.now());
+    if (rt.addTimes.length > 256) rt.addTimes.shift();
     const deadline = this.ctx.now() + this.ctx.cfg.addTimeoutSeconds * 1000;
     let waited = false;
     let grewOnce = false;
@@ -187,9 +197,13 @@ export class PoolManager {
           grewOnce && rt.exhausted && !rt.growing &&
           (cooldownEnd === undefined || cooldownEnd > deadline)
         ) break;
-        const growth = this.grow(rt).then(() => {
-          grewOnce = true;
-        });
+        // An exhausted pool is not asked again in a loop: wait for a cooling address or a
+        // release instead (the warm loop re-tests growth on its own period).
+        const growth = grewOnce && rt.exhausted && !rt.growing
+          ? undefined
+          : this.grow(rt).then(() => {
+            grewOnce = true;
+          });
         await this.#waitChange(rt, Math.min(deadline, cooldownEnd ?? deadline) - now, growth);
       }
     } finally {
@@ -207,7 +221,7 @@ export class PoolManager {
     return { ok: false, code: 11, msg: `no free address in pool ${pool}`, details: why };
   }
 
-  #waitChange(rt: PoolRuntime, ms: number, growth: Promise<void>): Promise<void> {
+  #waitChange(rt: PoolRuntime, ms: number, growth: Promise<void> | undefined): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
@@ -216,7 +230,7 @@ export class PoolManager {
       };
       const timer = setTimeout(done, Math.max(1, ms));
       rt.waiters.add(done);
-      growth.then(done, done);
+      growth?.then(done, done);
     });
   }
 
@@ -280,6 +294,25 @@ export class PoolManager {
     };
   }
 
+  /**
+   * Free addresses the pool should hold so that ADDs arriving at the current rate do not
+   * wait while one more ENI is created and attached: rate × measured ENI latency.
+   */
+  demandFree(rt: PoolRuntime): number {
+    const now = this.ctx.now();
+    while (rt.addTimes.length && now - rt.addTimes[0] > RATE_WINDOW_MS) rt.addTimes.shift();
+    if (rt.addTimes.length < 3 || rt.eniLatencyMs === 0) return 0;
+    const span = Math.max(1000, now - rt.addTimes[0]);
+    const perMs = rt.addTimes.length / span;
+    return Math.ceil(perMs * rt.eniLatencyMs * 1.2);
+  }
+
+  /** Warm arithmetic of a pool now, demand included. */
+  shortfallOf(rt: PoolRuntime) {
+    const s = this.ctx.state.stats(rt.cfg.name, this.ctx.now());
+    return { s, ...warmShortfall(rt.cfg, s, perEniCapacity(rt.cfg, this.ctx), this.demandFree(rt)) };
+  }
+
   /** Starts growth of a pool unless it is already growing; resolves when that run ends. */
   grow(rt: PoolRuntime): Promise<void> {
     if (rt.growing) return rt.growing;
@@ -295,13 +328,29 @@ export class PoolManager {
     const per = perEniCapacity(pool, this.ctx);
     try {
       for (let round = 0; round < this.ctx.maxEnis + 1; round++) {
-        const s = this.ctx.state.stats(pool.name, this.ctx.now());
-        const { shortfall } = warmShortfall(pool, s, per);
+        const { s, shortfall } = this.shortfallOf(rt);
         const need = Math.max(shortfall, rt.waitingAdds - s.free);
         if (need <= 0) break;
         const got = await assignToExisting(this.ctx, pool, need);
         if (got >= need) continue;
-        await addEni(this.ctx, pool, rt.choice, rt.securityGroupIds, need - got);
+        // Several ENIs at once when one is not enough: each takes seconds to attach.
+        const left = need - got;
+        let count = Math.ceil(left / per);
+        if (pool.maxEnis !== undefined) {
+          count = Math.min(count, Math.max(1, pool.maxEnis - this.ctx.state.poolEnis(pool.name).length));
+        }
+        const started = this.ctx.now();
+        const results = await Promise.allSettled(
+          Array.from({ length: count }, (_, i) =>
+            addEni(this.ctx, pool, rt.choice, rt.securityGroupIds, Math.min(per, left - i * per))),
+        );
+        const ok = results.filter((r) => r.status === "fulfilled").length;
+        if (ok > 0) {
+          const took = this.ctx.now() - started;
+          rt.eniLatencyMs = rt.eniLatencyMs === 0 ? took : 0.7 * rt.eniLatencyMs + 0.3 * took;
+        }
+        const failed = results.find((r) => r.status === "rejected") as PromiseRejectedResult | undefined;
+        if (failed && (ok === 0 || failed.reason instanceof PoolExhausted)) throw failed.reason;
       }
       this.#clearExhausted(rt);
       rt.growFailures = 0;
@@ -341,8 +390,7 @@ export class PoolManager {
   }
 
   #kickWarm(rt: PoolRuntime) {
-    const s = this.ctx.state.stats(rt.cfg.name, this.ctx.now());
-    const { shortfall } = warmShortfall(rt.cfg, s, perEniCapacity(rt.cfg, this.ctx));
+    const { shortfall } = this.shortfallOf(rt);
     if (shortfall > 0 && !rt.growing && !rt.exhausted && this.ctx.now() >= rt.nextGrowAt) {
       void this.grow(rt);
     }
@@ -353,9 +401,7 @@ export class PoolManager {
     const now = this.ctx.now();
     if (this.ctx.state.expireCooldowns(now)) await this.#o.save();
     for (const rt of this.pools.values()) {
-      const per = perEniCapacity(rt.cfg, this.ctx);
-      const s = this.ctx.state.stats(rt.cfg.name, now);
-      const { shortfall, surplus } = warmShortfall(rt.cfg, s, per);
+      const { shortfall, surplus } = this.shortfallOf(rt);
       if (shortfall > 0 && !rt.growing && now >= rt.nextGrowAt) {
         // Exhaustion is re-tested each tick: a freed ENI slot or subnet room ends it. Not
         // awaited, so pools grow side by side.

@@ -105,6 +105,7 @@ export class MessageBuilder {
     return this.len;
   }
 
+  /** Makes room for `n` more bytes and returns where they start. */
   private reserve(n: number): number {
     const need = this.len + n;
     if (need > this.buf.length) {
@@ -232,10 +233,15 @@ export class MessageBuilder {
 
 /** One received netlink message; `data` is the payload after the 16-byte header. */
 export interface NetlinkMessage {
+  /** nlmsg_type */
   type: number;
+  /** nlmsg_flags */
   flags: number;
+  /** nlmsg_seq */
   seq: number;
+  /** nlmsg_pid */
   pid: number;
+  /** The payload (a view: copy what must outlive the receive buffer). */
   data: Uint8Array;
 }
 

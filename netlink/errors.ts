@@ -6,7 +6,7 @@
  * @module
  */
 
-import { strerror } from "./libc.ts";
+import { errno, strerror } from "./libc.ts";
 
 /** Fields of a {@linkcode NetlinkError}. */
 export interface NetlinkErrorInit {
@@ -84,6 +84,15 @@ const ERRNO_CLASS: Record<number, typeof NetlinkError> = {
 export function errorFromErrno(init: NetlinkErrorInit): NetlinkError {
   const Cls = ERRNO_CLASS[init.errno] ?? NetlinkError;
   return new Cls(init);
+}
+
+/**
+ * The typed error for the errno a libc call just left. Call it right after the failing call:
+ * errno is read before anything else is evaluated.
+ */
+export function lastError(op: string, subject?: string): NetlinkError {
+  const code = errno();
+  return errorFromErrno({ errno: code, op, subject });
 }
 
 /** True when `e` says the object was not there (safe to ignore on DEL). */

@@ -12,12 +12,15 @@ export type Family = 4 | 6;
 
 /** A parsed IP address. */
 export interface ParsedIp {
+  /** 4 or 6. */
   family: Family;
+  /** Network-order bytes (4 or 16). */
   bytes: Uint8Array;
 }
 
 /** A parsed CIDR: address (host bits kept as given) and prefix length. */
 export interface ParsedCidr extends ParsedIp {
+  /** Prefix length. */
   prefixLen: number;
 }
 

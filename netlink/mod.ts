@@ -15,5 +15,15 @@ export * from "./route.ts";
 export * from "./rule.ts";
 export * from "./neigh.ts";
 export * from "./sysctl.ts";
-export { type Family, formatIp, formatMac, parseCidr, parseIp, parseMac } from "./ip.ts";
+export {
+  type Family,
+  formatIp,
+  formatMac,
+  parseCidr,
+  type ParsedCidr,
+  type ParsedIp,
+  parseIp,
+  parseMac,
+} from "./ip.ts";
+export { MessageBuilder, type NetlinkMessage, RTM } from "./codec.ts";
 export { type ScopeName } from "./scope.ts";

@@ -10,7 +10,7 @@
  */
 
 import { CLONE_NEWNET, cString, errno, libc, O_CLOEXEC, O_RDONLY } from "./libc.ts";
-import { errorFromErrno } from "./errors.ts";
+import { lastError } from "./errors.ts";
 import { checkNetnsPath } from "./validate.ts";
 
 /** The thread's own netns, opened once; the bottom of the stack below. */
@@ -20,7 +20,7 @@ const entered: number[] = [];
 
 function openNetnsFd(path: string): number {
   const fd = libc().open(cString(path), O_RDONLY | O_CLOEXEC, 0);
-  if (fd < 0) throw errorFromErrno({ errno: errno(), op: "open netns", subject: path });
+  if (fd < 0) throw lastError("open netns", path);
   return fd;
 }
 
@@ -41,7 +41,7 @@ export function inNetns<T>(netnsPath: string, fn: () => T): T {
   const target = openNetnsFd(netnsPath);
   try {
     if (l.setns(target, CLONE_NEWNET) !== 0) {
-      throw errorFromErrno({ errno: errno(), op: "setns", subject: netnsPath });
+      throw lastError("setns", netnsPath);
     }
     entered.push(target);
     let result: T;

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { errorFromErrno, InvalidInputError } from "./errors.ts";
+import { errorFromErrno, InvalidInputError, lastError } from "./errors.ts";
 import {
   CLONE_NEWNET,
   cString,
@@ -49,10 +49,10 @@ export function createNamedNetns(name: string): string {
   try {
     // The netns the thread is in now (maybe inside an inNetns block): where it returns.
     const back = l.open(cString("/proc/thread-self/ns/net"), O_RDONLY | O_CLOEXEC, 0);
-    if (back < 0) throw errorFromErrno({ errno: errno(), op: "open", subject: "own netns" });
+    if (back < 0) throw lastError("open", "own netns");
     try {
       if (l.unshare(CLONE_NEWNET) !== 0) {
-        throw errorFromErrno({ errno: errno(), op: "unshare", subject: name });
+        throw lastError("unshare", name);
       }
       try {
         const rc = l.mount(
@@ -62,7 +62,7 @@ export function createNamedNetns(name: string): string {
           BigInt(MS_BIND),
           null,
         );
-        if (rc !== 0) throw errorFromErrno({ errno: errno(), op: "mount", subject: path });
+        if (rc !== 0) throw lastError("mount", path);
         mounted = true;
       } finally {
         if (l.setns(back, CLONE_NEWNET) !== 0) {

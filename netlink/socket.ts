@@ -34,7 +34,7 @@ import {
   parseErrorMessage,
   parseMessages,
 } from "./codec.ts";
-import { errorFromErrno, type NetlinkError } from "./errors.ts";
+import { errorFromErrno, lastError, type NetlinkError } from "./errors.ts";
 import { inNetns } from "./netns.ts";
 
 /** The kernel never sends a netlink datagram larger than 32 KiB to us; leave room. */
@@ -56,7 +56,7 @@ function setIntOption(fd: number, level: number, name: number, value: number): b
 
 /** One request of a pipelined batch. */
 export interface BatchRequest {
-  /** The request; NLM_F_ACK is added. */
+  /** The request (its own builder: each is finished in place); NLM_F_ACK is added. */
   message: MessageBuilder;
   /** What it is about, for the error message. */
   subject?: string;
@@ -78,7 +78,7 @@ export class NetlinkSocket {
   static open(): NetlinkSocket {
     const l = libc();
     const fd = l.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-    if (fd < 0) throw errorFromErrno({ errno: errno(), op: "socket", subject: "AF_NETLINK" });
+    if (fd < 0) throw lastError("socket", "AF_NETLINK");
     const addr = new Uint8Array(12);
     new DataView(addr.buffer).setUint16(0, AF_NETLINK, true);
     if (l.bind(fd, addr, 12) !== 0) {
@@ -111,12 +111,14 @@ export class NetlinkSocket {
     this.close();
   }
 
+  /** The next sequence number (never 0). */
   private nextSeq(): number {
     this.seq = (this.seq + 1) >>> 0;
     if (this.seq === 0) this.seq = 1;
     return this.seq;
   }
 
+  /** Sends one datagram, retrying on EINTR. */
   private send(bytes: Uint8Array, op: string): void {
     if (this.closed) throw new Error("netlink socket is closed");
     for (;;) {
@@ -127,6 +129,7 @@ export class NetlinkSocket {
     }
   }
 
+  /** Receives one datagram into the shared buffer; the messages are views into it. */
   private receive(op: string): NetlinkMessage[] {
     recvBuf ??= new Uint8Array(RECV_SIZE);
     for (;;) {
@@ -140,6 +143,7 @@ export class NetlinkSocket {
     }
   }
 
+  /** The typed error an NLMSG_ERROR carries, or undefined for an ack. */
   private fail(msg: NetlinkMessage, subject?: string): NetlinkError | undefined {
     const e = parseErrorMessage(msg);
     if (e.errno === 0) return undefined;

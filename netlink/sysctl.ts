@@ -8,7 +8,7 @@
  */
 
 import { cString, EINTR, errno, libc, O_CLOEXEC, O_RDONLY, O_WRONLY } from "./libc.ts";
-import { errorFromErrno, InvalidInputError } from "./errors.ts";
+import { errorFromErrno, InvalidInputError, lastError } from "./errors.ts";
 import { inNetns } from "./netns.ts";
 import { checkNetnsPath } from "./validate.ts";
 
@@ -36,7 +36,7 @@ export function sysctlPath(key: string): string {
 
 function openOrThrow(path: string, flags: number, op: string, key: string): number {
   const fd = libc().open(cString(path), flags | O_CLOEXEC, 0);
-  if (fd < 0) throw errorFromErrno({ errno: errno(), op, subject: key });
+  if (fd < 0) throw lastError(op, key);
   return fd;
 }
 

@@ -3,7 +3,8 @@
  * in one run, each exec'd the way a container runtime execs it (environment + stdin, wall
  * time from spawn to exit):
  *
- * - single pod: ADD then DEL of one pod, median of `--pairs` pairs (alternating sides);
+ * - single pod: ADD then DEL of one pod, median of `--pairs` pairs (alternating sides); DEL
+ *   carries the ADD's result as `prevResult`, as libcni sends it;
  * - 50 concurrent ADDs: wall time until all 50 have answered, median of `--rounds` rounds
  *   (the pods are DELeted between rounds, untimed);
  * - peak RSS of one ADD per side (`/usr/bin/time -f %M`);
@@ -143,6 +144,24 @@ interface Side {
   config: (dir: string) => string;
 }
 
+/** DEL's stdin as a runtime sends it: the config plus the ADD's result as `prevResult`. */
+function withPrevResult(config: string, addStdout: string): string {
+  return JSON.stringify({ ...JSON.parse(config), prevResult: JSON.parse(addStdout) });
+}
+
+/** ADD then DEL of pod `i`, DEL carrying prevResult; returns both wall times. */
+async function addDel(
+  s: Side,
+  dir: string,
+  env: (cmd: string, i: number) => Record<string, string>,
+  i: number,
+  wrap: string[] = [],
+): Promise<{ add: number; del: number; addStderr: string }> {
+  const add = await execPlugin(s.plugin, env("ADD", i), s.config(dir), wrap);
+  const del = await execPlugin(s.plugin, env("DEL", i), withPrevResult(s.config(dir), add.stdout));
+  return { add: add.ms, del: del.ms, addStderr: add.stderr };
+}
+
 /** Runs inside the node netns: every timing. Prints the figures as JSON. */
 async function inner(pairs: number, rounds: number): Promise<void> {
   const bin = await makeCniBinDir();
@@ -247,8 +266,7 @@ async function inner(pairs: number, rounds: number): Promise<void> {
 
     // Warm-up: one pair per side (fills Deno's module cache, page cache).
     for (const s of sides) {
-      await execPlugin(s.plugin, env("ADD", 0), s.config(dir));
-      await execPlugin(s.plugin, env("DEL", 0), s.config(dir));
+      await addDel(s, dir, env, 0);
     }
 
     const empty = `${dir}/empty.ts`;
@@ -270,28 +288,30 @@ async function inner(pairs: number, rounds: number): Promise<void> {
       emptyCpu += childCpuMs() - c0;
       for (const s of sides) {
         const c0 = childCpuMs();
-        samples[s.name].add.push((await execPlugin(s.plugin, env("ADD", 0), s.config(dir))).ms);
-        samples[s.name].del.push((await execPlugin(s.plugin, env("DEL", 0), s.config(dir))).ms);
+        const r = await addDel(s, dir, env, 0);
+        samples[s.name].add.push(r.add);
+        samples[s.name].del.push(r.del);
         samples[s.name].cpu += childCpuMs() - c0;
       }
     }
     for (let r = 0; r < rounds; r++) {
       for (const s of sides) {
         const t0 = performance.now();
-        await Promise.all(pods.map((_, i) => execPlugin(s.plugin, env("ADD", i), s.config(dir))));
+        const added = await Promise.all(
+          pods.map((_, i) => execPlugin(s.plugin, env("ADD", i), s.config(dir))),
+        );
         samples[s.name].conc.push(performance.now() - t0);
-        await Promise.all(pods.map((_, i) => execPlugin(s.plugin, env("DEL", i), s.config(dir))));
+        await Promise.all(
+          pods.map((_, i) =>
+            execPlugin(s.plugin, env("DEL", i), withPrevResult(s.config(dir), added[i].stdout))
+          ),
+        );
       }
     }
     const rss: Record<string, number> = {};
     for (const s of sides) {
-      const r = await execPlugin(s.plugin, env("ADD", 1), s.config(dir), [
-        "/usr/bin/time",
-        "-f",
-        "vcnb-rss %M",
-      ]);
-      rss[s.name] = Number(/vcnb-rss (\d+)/.exec(r.stderr)?.[1] ?? NaN);
-      await execPlugin(s.plugin, env("DEL", 1), s.config(dir));
+      const r = await addDel(s, dir, env, 1, ["/usr/bin/time", "-f", "vcnb-rss %M"]);
+      rss[s.name] = Number(/vcnb-rss (\d+)/.exec(r.addStderr)?.[1] ?? NaN);
     }
     const figures: Record<string, SideFigures> = {};
     for (const s of sides) {

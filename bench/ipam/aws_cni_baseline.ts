@@ -31,7 +31,7 @@ export class AwsCniWarmEniBaseline {
   #cooling = new Map<string, number>();
   #waiters: (() => void)[] = [];
   #busy = false;
-  #timers: number[] = [];
+  #timers: ReturnType<typeof setInterval>[] = [];
   #instanceId = "";
   #maxEnis = 0;
   #perEni = 0;

@@ -10,9 +10,10 @@
  *
  * Phases, per instance type (VPCNI_BENCH_TYPES, default m5.xlarge,m5.4xlarge):
  * 1. scale-up 0 → N pods at 5 pods/s, N = max pods − 2 host-network pods;
- * 2. steady churn for 120 AWS-seconds at 5 pods/s (one DEL + one ADD per tick);
- * then, on the last type, vpcni alone: an hour-equivalent of churn (18 000 ADD/DEL pairs at
- * 5 pods/s, VPCNI_BENCH_HOUR_FRACTION shortens it) and the daemon's RSS afterwards.
+ * 2. down to N/3 pods, then steady churn for 120 AWS-seconds at 1 pod/s (one DEL + one ADD
+ *    per tick; 5 pods/s with a 30 s cooldown would need more addresses than an m5.xlarge has);
+ * then, on the last type, vpcni alone: an hour-equivalent of churn (3 600 ADD/DEL pairs at
+ * 1 pod/s, VPCNI_BENCH_HOUR_FRACTION shortens it) and the daemon's RSS afterwards.
  *
  *   deno run -A bench/ipam/ipam_bench.ts [--write bench/ipam/RESULTS.md]
  *
@@ -28,8 +29,10 @@ import { AwsCniWarmEniBaseline } from "./aws_cni_baseline.ts";
 const S = Number(Deno.env.get("VPCNI_BENCH_SCALE") ?? 0.1);
 const TYPES = (Deno.env.get("VPCNI_BENCH_TYPES") ?? "m5.xlarge,m5.4xlarge").split(",");
 const HOUR_FRACTION = Number(Deno.env.get("VPCNI_BENCH_HOUR_FRACTION") ?? 1);
-const RATE = 5; // pods per AWS-second
-const TICK_MS = (1000 / RATE) * S;
+const RATE = 5; // pods per AWS-second during scale-up
+// Churn runs at 1 pod/s: with AWS's 30 s cooldown, 5 pods/s would keep 150 addresses
+// cooling, more than an m5.xlarge holds at all — for either contender.
+const CHURN_RATE = 1;
 const PEER_INSTANCE = "i-0ccccccccccccccc3";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -58,13 +61,17 @@ function quantile(xs: number[], q: number): number {
 // RPC plus a checkpoint fsync on this disk with room to spare.
 const WAITED_MS = 25;
 
-async function runLoad(c: Contender, o: { adds: number; dels: boolean; live: Map<string, string>; prefix: string }): Promise<PhaseResult> {
+async function runLoad(
+  c: Contender,
+  o: { adds: number; dels: boolean; live: Map<string, string>; prefix: string; rate: number },
+): Promise<PhaseResult> {
+  const tickMs = (1000 / o.rate) * S;
   const waits: number[] = [];
   let failed = 0;
   const pending: Promise<void>[] = [];
   const t0 = performance.now();
   for (let i = 0; i < o.adds; i++) {
-    const due = t0 + i * TICK_MS;
+    const due = t0 + i * tickMs;
     const now = performance.now();
     if (due > now) await sleep(due - now);
     if (o.dels && o.live.size > 0) {
@@ -187,24 +194,30 @@ for (const type of TYPES) {
       const started = which === "vpcni" ? await vpcniContender(sim, root) : await peerContender(sim);
       const c = started.contender;
       const live = new Map<string, string>();
-      const up = await runLoad(c, { adds: n, dels: false, live, prefix: "up" });
+      const up = await runLoad(c, { adds: n, dels: false, live, prefix: "up", rate: RATE });
+      // Down to a third of the node, then let those addresses cool off (not measured).
+      for (const [pod, ip] of [...live].slice(0, live.size - Math.floor(n / 3))) {
+        live.delete(pod);
+        await c.del(pod, ip);
+      }
+      await sleep(35_000 * S);
       const mid = ec2Snapshot(sim);
-      const churn = await runLoad(c, { adds: 120 * RATE, dels: true, live, prefix: "ch" });
+      const churn = await runLoad(c, { adds: 120 * CHURN_RATE, dels: true, live, prefix: "ch", rate: CHURN_RATE });
       const after = ec2Snapshot(sim);
       const row = (phase: string, r: PhaseResult, a: typeof before, b: typeof before) =>
         out(`| ${type} | ${phase} | ${which} | ${r.adds} | ${r.waited} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.failed} | ${b.calls - a.calls} | ${b.mutating - a.mutating} | ${b.throttles - a.throttles} |`);
       row(`scale-up 0→${n}`, up, before, mid);
-      row("churn 120 s", churn, mid, after);
+      row(`churn 120 s at ${CHURN_RATE}/s, ${Math.floor(n / 3)} pods`, churn, mid, after);
 
       if (which === "vpcni" && type === TYPES[TYPES.length - 1]) {
-        const pairs = Math.round(3600 * RATE * HOUR_FRACTION);
+        const pairs = Math.round(3600 * CHURN_RATE * HOUR_FRACTION);
         const d = (started as Awaited<ReturnType<typeof vpcniContender>>).daemon;
         const rssBefore = d.rssKib();
         const t0 = performance.now();
-        const hour = await runLoad(c, { adds: pairs, dels: true, live, prefix: "h" });
+        const hour = await runLoad(c, { adds: pairs, dels: true, live, prefix: "h", rate: CHURN_RATE });
         const rss = d.rssKib();
         rssLine = `vpcni daemon RSS on ${type} after ${pairs} ADD/DEL pairs (${(HOUR_FRACTION * 60).toFixed(0)} AWS-minutes ` +
-          `of churn at ${RATE} pods/s, ${((performance.now() - t0) / 1000).toFixed(0)} s wall): ` +
+          `of churn at ${CHURN_RATE} pod/s, ${((performance.now() - t0) / 1000).toFixed(0)} s wall): ` +
           `${(rss / 1024).toFixed(1)} MiB (${(rssBefore / 1024).toFixed(1)} MiB before the churn); ` +
           `${hour.waited} of ${hour.adds} ADDs waited on EC2, ${hour.failed} failed.`;
       }

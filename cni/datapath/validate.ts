@@ -111,7 +111,8 @@ export function validateAddress(a: PodAddress): PodAddress {
     if (!cidrContains(subnet, parseIpv4(a.ip)!)) {
       fail(`address.ip ${a.ip} is outside the ENI's subnet ${e.subnetCidr}`);
     }
-    if (e.routeTable !== undefined && e.routeTable !== 0) {
+    // The primary ENI routes through main: its routeTable is ignored, so any value is fine.
+    if (!e.primary && e.routeTable !== undefined && e.routeTable !== 0) {
       const t = e.routeTable;
       if (!Number.isInteger(t) || t < 1 || t > 0xfffffffe || t === 253 || t === 254 || t === 255) {
         fail(`address.eni.routeTable ${String(t)} must be an unreserved table id (not 253-255)`);

@@ -44,6 +44,8 @@ Deno.test("bad input: spec error JSON, exit ≠ 0, kernel unchanged", async (t) 
   const standin = startIpamStandin({ socket, addresses: ["10.77.0.50", "10.77.0.51"] });
   const emptySocket = `${node.dir}/empty.sock`;
   const empty = startIpamStandin({ socket: emptySocket, addresses: [], canGrow: false });
+  const strangerSocket = `${node.dir}/stranger.sock`;
+  const stranger = Deno.serve({ path: strangerSocket, onListen() {} }, () => new Response("hello"));
   try {
     const base = {
       cniVersion: "1.1.0",
@@ -54,6 +56,17 @@ Deno.test("bad input: spec error JSON, exit ≠ 0, kernel unchanged", async (t) 
       daemonSocket: socket,
     };
     const delegated = { ...base, ipam: hostLocalIpam(node.dir) };
+    // Misbehaving IPAM plugins and a daemon that speaks something else: faults host-local and
+    // the real daemon cannot be made to commit, so small stand-ins play them.
+    const script = async (name: string, body: string, mode = 0o755) => {
+      await Deno.writeTextFile(`${node.bin.dir}/${name}`, `#!/bin/sh\n${body}\n`, { mode });
+    };
+    await script("vcn-crashing-ipam", "echo 'panic: nil map' >&2; exit 2");
+    await script(
+      "vcn-v6-ipam",
+      'if [ "$CNI_COMMAND" = ADD ]; then echo \'{"cniVersion":"1.1.0","ips":[{"address":"fd00::5/64"}]}\'; fi',
+    );
+    await script("vcn-not-executable", "exit 0", 0o644);
     const cases: Case[] = [
       { name: "malformed JSON", stdin: '{"cniVersion": "1.1.0", ', code: 6, msg: /not JSON/ },
       { name: "JSON that is not an object", stdin: "[]", code: 6, msg: /not a JSON object/ },
@@ -230,6 +243,30 @@ Deno.test("bad input: spec error JSON, exit ≠ 0, kernel unchanged", async (t) 
         msg: /IPAM plugin host-local: invalid CIDR address: banana/,
       },
       {
+        name: "IPAM plugin that cannot be run (I/O)",
+        stdin: { ...delegated, ipam: { type: "vcn-not-executable" } },
+        code: 5,
+        msg: /could not run the IPAM plugin/,
+      },
+      {
+        name: "IPAM plugin that crashes without a CNI error",
+        stdin: { ...delegated, ipam: { type: "vcn-crashing-ipam" } },
+        code: 103,
+        msg: /vcn-crashing-ipam ADD exited 2 without a CNI error/,
+      },
+      {
+        name: "IPAM plugin that returns no IPv4 address",
+        stdin: { ...delegated, ipam: { type: "vcn-v6-ipam" } },
+        code: 105,
+        msg: /returned no IPv4 address/,
+      },
+      {
+        name: "daemon socket answered by something else",
+        stdin: { daemonSocket: strangerSocket },
+        code: 102,
+        msg: /not a JSON object/,
+      },
+      {
         name: "datapath fails after host-local reserved: reservation released",
         stdin: delegated,
         setup: async (_t, podNs) => {
@@ -295,6 +332,7 @@ Deno.test("bad input: spec error JSON, exit ≠ 0, kernel unchanged", async (t) 
   } finally {
     await standin.close();
     await empty.close();
+    await stranger.shutdown();
     await node.cleanup();
   }
 });

@@ -98,3 +98,48 @@ Deno.test("DEL with the daemon down: pod objects removed, code 11 so the runtime
     await node.cleanup();
   }
 });
+
+Deno.test("an IPAM result without a gateway: veth needs none, ipvlan is told to set one", async () => {
+  const node = await makeNode();
+  try {
+    // Stands in for a third-party IPAM plugin that omits the gateway (host-local always sets
+    // one, so it cannot show this case).
+    await Deno.writeTextFile(
+      `${node.bin.dir}/vcn-nogw-ipam`,
+      '#!/bin/sh\nif [ "$CNI_COMMAND" = ADD ]; then echo \'{"cniVersion":"1.1.0","ips":[{"address":"10.99.0.7/24"}]}\'; fi\n',
+      { mode: 0o755 },
+    );
+    const pod = await node.pod();
+    const env = (cmd: string) => ({
+      CNI_COMMAND: cmd,
+      CNI_CONTAINERID: "vcn-nogw",
+      CNI_NETNS: pod.path,
+      CNI_IFNAME: "eth0",
+      CNI_PATH: node.bin.dir,
+    });
+    const conf = (datapath: string) =>
+      JSON.stringify({
+        cniVersion: "1.1.0",
+        name: "vcn-nogw",
+        type: "vpcni",
+        datapath,
+        mtu: 1500,
+        ipam: { type: "vcn-nogw-ipam" },
+      });
+    const before = await kernelState(node.node.name);
+    const refused = await runVpcni(node, env("ADD"), conf("ipvlan-l2"));
+    assert.equal(refused.json?.code, 7, refused.stdout);
+    assert.match(String(refused.json?.msg), /returned no gateway/);
+
+    const add = await runVpcni(node, env("ADD"), conf("veth"));
+    assert.equal(add.code, 0, add.stdout + add.stderr);
+    const ips = (add.json as { ips: { address: string }[] }).ips;
+    assert.equal(ips[0].address, "10.99.0.7/32");
+    const withPrev = JSON.stringify({ ...JSON.parse(conf("veth")), prevResult: add.json });
+    const del = await runVpcni(node, env("DEL"), withPrev);
+    assert.equal(del.code, 0, del.stdout + del.stderr);
+    assert.deepEqual(await kernelState(node.node.name), before);
+  } finally {
+    await node.cleanup();
+  }
+});
