@@ -21,7 +21,18 @@ import {
 import type { DaemonSettings } from "./config.ts";
 import { postUnix, UnixHttpTimeoutError } from "./unix_http.ts";
 import { CniError, ErrorCode } from "./errors.ts";
-import { arr, bool, ipv4, ipv4Cidr, num, obj, type Parser, plainObject, str } from "./schema.ts";
+import {
+  arr,
+  bool,
+  ipv4,
+  ipv4Cidr,
+  num,
+  obj,
+  optional,
+  type Parser,
+  plainObject,
+  str,
+} from "./schema.ts";
 
 /** A request as the caller writes it: the client adds the protocol version. */
 type Unversioned<T> = T extends unknown ? Omit<T, "version"> : never;
@@ -35,6 +46,7 @@ const parseEni: Parser<EniInfo> = obj({
   subnetCidr: ipv4Cidr,
   gateway: ipv4,
   routeTable: num({ int: true, min: 0 }),
+  primaryIp: optional(ipv4),
 });
 
 const parseAllocation: Parser<PodAllocation> = obj({

@@ -91,6 +91,12 @@ export interface EniInfo {
   gateway: string;
   /** Route table holding this ENI's default route (ignored for the primary ENI). */
   routeTable: number;
+  /**
+   * The ENI's own primary address. The datapath puts it on a secondary ENI's link (with no
+   * prefix route) so the link's ARP requests carry a sender address the ENI owns: the VPC
+   * drops any other. Optional for compatibility with daemons that do not send it.
+   */
+  primaryIp?: string;
 }
 
 /** One pod's reservation. */

@@ -121,7 +121,11 @@ export async function serveUnixApi(
       return Response.json(answer);
     }
     if (request.method === "GET" && url.pathname === "/healthz") return new Response("ok\n");
-    return Response.json({ ok: false, code: 6, msg: `no such endpoint ${request.method} ${url.pathname}` }, {
+    return Response.json({
+      ok: false,
+      code: 6,
+      msg: `no such endpoint ${request.method} ${url.pathname}`,
+    }, {
       status: 404,
     });
   });

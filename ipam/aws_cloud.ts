@@ -152,10 +152,17 @@ export async function createAwsCloud(o: AwsCloudOptions): Promise<CloudApi & { c
       } catch (e) {
         // aws/ec2.ts's id check rejects real attachment ids (`eni-attach-<hex>`): send this
         // one call through the SDK directly, with a few plain retries, until that is fixed.
-        if ((e as { code?: string }).code !== "InvalidInput" || !/^eni-attach-[0-9a-f]+$/.test(attachmentId)) {
+        if (
+          (e as { code?: string }).code !== "InvalidInput" ||
+          !/^eni-attach-[0-9a-f]+$/.test(attachmentId)
+        ) {
           throw e;
         }
-        direct ??= new SdkEc2Client({ region: ec2.region, endpoint: o.ec2Endpoint, maxAttempts: 6 });
+        direct ??= new SdkEc2Client({
+          region: ec2.region,
+          endpoint: o.ec2Endpoint,
+          maxAttempts: 6,
+        });
         directCalls++;
         try {
           await direct.send(new DetachNetworkInterfaceCommand({ AttachmentId: attachmentId }));
@@ -172,8 +179,7 @@ export async function createAwsCloud(o: AwsCloudOptions): Promise<CloudApi & { c
       return (await ec2.assignPrivateIpAddresses({ eniId, prefixCount: count })).prefixes;
     },
     unassignIps: ({ eniId, ips }) => ec2.unassignPrivateIpAddresses({ eniId, ips }),
-    unassignPrefixes: ({ eniId, prefixes }) =>
-      ec2.unassignPrivateIpAddresses({ eniId, prefixes }),
+    unassignPrefixes: ({ eniId, prefixes }) => ec2.unassignPrivateIpAddresses({ eniId, prefixes }),
     callCounts: () => ({
       calls: directCalls
         ? new Map([...ec2.metrics.calls, [

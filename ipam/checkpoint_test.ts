@@ -52,10 +52,12 @@ Deno.test("checkpoint: concurrent saves coalesce and each sees its change on dis
     for (let i = 1; i <= 50; i++) {
       n = i;
       const mine = i;
-      saves.push(w.save().then(async () => {
-        const cp = await readCheckpoint(dir);
-        assert.ok(cp!.savedAt >= mine, `save ${mine} resolved before it was durable`);
-      }));
+      saves.push(
+        w.save().then(async () => {
+          const cp = await readCheckpoint(dir);
+          assert.ok(cp!.savedAt >= mine, `save ${mine} resolved before it was durable`);
+        }),
+      );
     }
     await Promise.all(saves);
     assert.ok(writes <= 3, `50 saves in one turn took ${writes} writes`);

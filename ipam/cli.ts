@@ -53,7 +53,9 @@ export function registerServe(program: Command): void {
         cfg = await loadConfig(flags.config, Deno.env.toObject(), overrides);
       } catch (e) {
         if (e instanceof ConfigError) {
-          console.error(`vpcni serve: ${e.message}\nThe daemon did not start; fix the knobs above.`);
+          console.error(
+            `vpcni serve: ${e.message}\nThe daemon did not start; fix the knobs above.`,
+          );
           Deno.exitCode = 2;
           return;
         }

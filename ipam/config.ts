@@ -230,7 +230,8 @@ export const KNOBS: { knob: string; def: string; env?: string; flag?: string; do
   {
     knob: "ec2ResyncSeconds",
     def: "60",
-    doc: "period of the re-sync with EC2 (adopt or drop addresses EC2 disagrees on) and of the leaked-ENI collector",
+    doc:
+      "period of the re-sync with EC2 (adopt or drop addresses EC2 disagrees on) and of the leaked-ENI collector",
   },
   {
     knob: "routeTableBase",
@@ -242,12 +243,12 @@ export const KNOBS: { knob: string; def: string; env?: string; flag?: string; do
   {
     knob: "pools[].subnets",
     def: "node",
-    doc: "`node` (the primary ENI's subnet), `{ids: [subnet-…]}` or `{tags: \"k=v,k2 in (a,b)\"}`",
+    doc: '`node` (the primary ENI\'s subnet), `{ids: [subnet-…]}` or `{tags: "k=v,k2 in (a,b)"}`',
   },
   {
     knob: "pools[].securityGroups",
     def: "primary",
-    doc: "`primary` (the primary ENI's groups), `{ids: [sg-…]}` or `{tags: \"selector\"}`",
+    doc: '`primary` (the primary ENI\'s groups), `{ids: [sg-…]}` or `{tags: "selector"}`',
   },
   { knob: "pools[].minimumIps", def: "0", doc: "total addresses (used + free) always held" },
   { knob: "pools[].warmIps", def: "0", doc: "free addresses kept ready" },

@@ -86,3 +86,15 @@ Deno.test("config: bad YAML and bad env values are refused", () => {
   assert.match(problems({}, { VPCNI_LISTEN: "10.0.0.1:80" }).join(), /^listen: must be a loopback/);
   assert.match(problems([]).join(), /expected a mapping/);
 });
+
+Deno.test("config: every example in examples/daemon parses", async () => {
+  const dir = new URL("../examples/daemon/", import.meta.url);
+  let n = 0;
+  for await (const e of Deno.readDir(dir)) {
+    const text = await Deno.readTextFile(new URL(e.name, dir));
+    const c = resolveConfig(parseConfigText(text, e.name), {}, {}, e.name);
+    assert.ok(c.pools.length >= 1, e.name);
+    n++;
+  }
+  assert.ok(n >= 3);
+});

@@ -14,7 +14,12 @@ import { CheckpointWriter, readCheckpoint } from "./checkpoint.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
 import type { GrowthContext } from "./growth.ts";
 import { PoolManager } from "./pools.ts";
-import { type KernelView, netnsPathKernelView, reconcile, type ReconcileReport } from "./reconcile.ts";
+import {
+  type KernelView,
+  netnsPathKernelView,
+  reconcile,
+  type ReconcileReport,
+} from "./reconcile.ts";
 import { matchSubnets } from "./subnets.ts";
 import { matchesTags, parseSelector } from "./selector.ts";
 import { serveUnixApi } from "./api.ts";

@@ -86,7 +86,9 @@ export async function resyncWithEc2(ctx: GrowthContext, cloud: TrackedCloud): Pr
     const d = byId.get(eni.id);
     if (!d || d.attachment?.instanceId !== ctx.instanceId) {
       if ([...eni.ips].some((ip) => ctx.state.holder.has(ip))) {
-        log.error("ENI {eniId} is no longer attached but pods hold its addresses", { eniId: eni.id });
+        log.error("ENI {eniId} is no longer attached but pods hold its addresses", {
+          eniId: eni.id,
+        });
         continue;
       }
       ctx.state.enis.delete(eni.id);
@@ -183,7 +185,10 @@ export class LeakedEniCollector {
         ctx.metrics.enisDeleted.inc({ reason: "leaked" });
         log.info("deleted leaked ENI {eniId}", { eniId: e.id });
       } catch (err) {
-        log.warn("could not delete leaked ENI {eniId}: {error}", { eniId: e.id, error: String(err) });
+        log.warn("could not delete leaked ENI {eniId}: {error}", {
+          eniId: e.id,
+          error: String(err),
+        });
       }
     }
     this.#firstSeen = seenNow;

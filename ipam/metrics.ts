@@ -31,9 +31,15 @@ export interface DaemonMetrics {
 export const METRIC_DOCS: [string, string][] = [
   ["vpcni_pool_ips{pool,state}", "addresses held by a pool; state = total | used | free | cooling"],
   ["vpcni_pool_enis{pool}", "ENIs a pool holds"],
-  ["vpcni_pool_exhausted{pool,reason}", "1 while the pool cannot grow; reason = subnet_full | eni_limit"],
+  [
+    "vpcni_pool_exhausted{pool,reason}",
+    "1 while the pool cannot grow; reason = subnet_full | eni_limit",
+  ],
   ["vpcni_pool_exhausted_total{pool,reason}", "times growth was refused for that reason"],
-  ["vpcni_ipam_adds_total{pool,result}", "ADDs; result = fast | waited | idempotent | no_ip | error"],
+  [
+    "vpcni_ipam_adds_total{pool,result}",
+    "ADDs; result = fast | waited | idempotent | no_ip | error",
+  ],
   ["vpcni_ipam_dels_total{pool}", "DELs that released an address"],
   ["vpcni_ipam_add_wait_seconds{pool}", "histogram of how long ADDs waited for the pool to grow"],
   ["vpcni_ec2_calls_total{action}", "EC2 API calls made, by action (retries included)"],
@@ -53,8 +59,18 @@ export function createMetrics(): DaemonMetrics {
   const r = [registry];
   return {
     registry,
-    poolIps: new Gauge({ name: "vpcni_pool_ips", help: "addresses held by a pool", labelNames: ["pool", "state"], registers: r }),
-    poolEnis: new Gauge({ name: "vpcni_pool_enis", help: "ENIs a pool holds", labelNames: ["pool"], registers: r }),
+    poolIps: new Gauge({
+      name: "vpcni_pool_ips",
+      help: "addresses held by a pool",
+      labelNames: ["pool", "state"],
+      registers: r,
+    }),
+    poolEnis: new Gauge({
+      name: "vpcni_pool_enis",
+      help: "ENIs a pool holds",
+      labelNames: ["pool"],
+      registers: r,
+    }),
     poolExhausted: new Gauge({
       name: "vpcni_pool_exhausted",
       help: "1 while the pool cannot grow, by reason (subnet_full, eni_limit)",
@@ -67,8 +83,18 @@ export function createMetrics(): DaemonMetrics {
       labelNames: ["pool", "reason"],
       registers: r,
     }),
-    adds: new Counter({ name: "vpcni_ipam_adds_total", help: "ADDs by result", labelNames: ["pool", "result"], registers: r }),
-    dels: new Counter({ name: "vpcni_ipam_dels_total", help: "DELs that released an address", labelNames: ["pool"], registers: r }),
+    adds: new Counter({
+      name: "vpcni_ipam_adds_total",
+      help: "ADDs by result",
+      labelNames: ["pool", "result"],
+      registers: r,
+    }),
+    dels: new Counter({
+      name: "vpcni_ipam_dels_total",
+      help: "DELs that released an address",
+      labelNames: ["pool"],
+      registers: r,
+    }),
     addWait: new Histogram({
       name: "vpcni_ipam_add_wait_seconds",
       help: "how long ADDs waited for the pool to grow",
@@ -76,19 +102,52 @@ export function createMetrics(): DaemonMetrics {
       buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30],
       registers: r,
     }),
-    ec2Calls: new Gauge({ name: "vpcni_ec2_calls_total", help: "EC2 API calls by action", labelNames: ["action"], registers: r }),
+    ec2Calls: new Gauge({
+      name: "vpcni_ec2_calls_total",
+      help: "EC2 API calls by action",
+      labelNames: ["action"],
+      registers: r,
+    }),
     ec2Errors: new Gauge({
       name: "vpcni_ec2_errors_total",
       help: "EC2 errors by action and code",
       labelNames: ["action", "code"],
       registers: r,
     }),
-    ec2Throttles: new Gauge({ name: "vpcni_ec2_throttles_total", help: "EC2 throttles", registers: r }),
-    enisCreated: new Counter({ name: "vpcni_enis_created_total", help: "ENIs created", labelNames: ["pool"], registers: r }),
-    enisDeleted: new Counter({ name: "vpcni_enis_deleted_total", help: "ENIs deleted", labelNames: ["reason"], registers: r }),
-    ipsAssigned: new Counter({ name: "vpcni_ips_assigned_total", help: "addresses assigned", labelNames: ["pool"], registers: r }),
-    ipsUnassigned: new Counter({ name: "vpcni_ips_unassigned_total", help: "addresses unassigned", labelNames: ["pool"], registers: r }),
-    checkpointWrites: new Counter({ name: "vpcni_checkpoint_writes_total", help: "checkpoint writes", registers: r }),
+    ec2Throttles: new Gauge({
+      name: "vpcni_ec2_throttles_total",
+      help: "EC2 throttles",
+      registers: r,
+    }),
+    enisCreated: new Counter({
+      name: "vpcni_enis_created_total",
+      help: "ENIs created",
+      labelNames: ["pool"],
+      registers: r,
+    }),
+    enisDeleted: new Counter({
+      name: "vpcni_enis_deleted_total",
+      help: "ENIs deleted",
+      labelNames: ["reason"],
+      registers: r,
+    }),
+    ipsAssigned: new Counter({
+      name: "vpcni_ips_assigned_total",
+      help: "addresses assigned",
+      labelNames: ["pool"],
+      registers: r,
+    }),
+    ipsUnassigned: new Counter({
+      name: "vpcni_ips_unassigned_total",
+      help: "addresses unassigned",
+      labelNames: ["pool"],
+      registers: r,
+    }),
+    checkpointWrites: new Counter({
+      name: "vpcni_checkpoint_writes_total",
+      help: "checkpoint writes",
+      registers: r,
+    }),
     growFailures: new Counter({
       name: "vpcni_pool_grow_failures_total",
       help: "failed growth attempts",

@@ -118,7 +118,9 @@ export class NodeState {
     if (!a) return undefined;
     this.allocations.delete(key);
     this.holder.delete(a.ip);
-    if (cooldownMs > 0) this.cooldowns.set(a.ip, { ip: a.ip, eniId: a.eniId, until: now + cooldownMs });
+    if (cooldownMs > 0) {
+      this.cooldowns.set(a.ip, { ip: a.ip, eniId: a.eniId, until: now + cooldownMs });
+    }
     return a;
   }
 

@@ -45,7 +45,8 @@ Deno.test("node state: released addresses cool down before reuse", () => {
 });
 
 Deno.test("warm targets: shortfall and surplus", () => {
-  const [p] = configSchema.parse({ pools: [{ name: "p", warmIps: 5, minimumIps: 20, warmEnis: 0 }] }).pools;
+  const [p] =
+    configSchema.parse({ pools: [{ name: "p", warmIps: 5, minimumIps: 20, warmEnis: 0 }] }).pools;
   // 14 per ENI; 10 held, 8 used, 0 cooling: wants max(20, 8 + 5) = 20 → 10 short.
   assert.deepEqual(warmShortfall(p, { enis: 1, total: 10, used: 8, cooling: 0, free: 2 }, 14), {
     wantFree: 5,
@@ -53,9 +54,18 @@ Deno.test("warm targets: shortfall and surplus", () => {
     surplus: 0,
   });
   // Cooling addresses are held but not available: they raise the target.
-  assert.equal(warmShortfall(p, { enis: 2, total: 28, used: 20, cooling: 6, free: 2 }, 14).shortfall, 3);
+  assert.equal(
+    warmShortfall(p, { enis: 2, total: 28, used: 20, cooling: 6, free: 2 }, 14).shortfall,
+    3,
+  );
   // 40 held, 2 used: wants 20; one warm batch (5) of slack is kept → surplus 15.
-  assert.equal(warmShortfall(p, { enis: 3, total: 40, used: 2, cooling: 0, free: 38 }, 14).surplus, 15);
+  assert.equal(
+    warmShortfall(p, { enis: 3, total: 40, used: 2, cooling: 0, free: 38 }, 14).surplus,
+    15,
+  );
   const [e] = configSchema.parse({ pools: [{ name: "e" }] }).pools;
-  assert.equal(warmShortfall(e, { enis: 1, total: 14, used: 3, cooling: 0, free: 11 }, 14).shortfall, 3);
+  assert.equal(
+    warmShortfall(e, { enis: 1, total: 14, used: 3, cooling: 0, free: 11 }, 14).shortfall,
+    3,
+  );
 });

@@ -5,11 +5,7 @@
  *
  * @module
  */
-import type {
-  IpamAddRequest,
-  IpamResponse,
-  PodAllocation,
-} from "../cni/ipam_protocol.ts";
+import type { IpamAddRequest, IpamResponse, PodAllocation } from "../cni/ipam_protocol.ts";
 import { cloudErrorCode } from "./cloud.ts";
 import {
   annotationSubnetChoice,
@@ -74,6 +70,8 @@ export class PoolManager {
   readonly ctx: GrowthContext;
   readonly #o: PoolManagerOptions;
   readonly #inflight = new Map<string, Promise<IpamResponse>>();
+  /** In-flight ADDs a DEL for the same attachment arrived for. */
+  readonly #cancelled = new Set<string>();
 
   /** Builds the runtime of every configured pool. */
   constructor(o: PoolManagerOptions) {
@@ -116,7 +114,11 @@ export class PoolManager {
       try {
         choice = annotationSubnetChoice(selText);
       } catch (e) {
-        return { ok: false, code: 7, msg: `annotation ${ANNOTATION_SUBNET_SELECTOR}: ${(e as Error).message}` };
+        return {
+          ok: false,
+          code: 7,
+          msg: `annotation ${ANNOTATION_SUBNET_SELECTOR}: ${(e as Error).message}`,
+        };
       }
       const node = { az: this.ctx.az, primarySubnetId: this.ctx.primarySubnetId };
       const wanted = new Set(matchSubnets(choice, this.ctx.subnets, node).map((s) => s.id));
@@ -167,9 +169,13 @@ export class PoolManager {
     const deadline = this.ctx.now() + this.ctx.cfg.addTimeoutSeconds * 1000;
     let waited = false;
     let grewOnce = false;
-    rt.waitingAdds++;
+    const key = attachmentKey(req);
     try {
       for (;;) {
+        if (this.#cancelled.delete(key)) {
+          // The runtime gave up on this ADD and already sent DEL: do not hold an address.
+          return { ok: false, code: 11, msg: `ADD of ${req.containerId} was cancelled by a DEL` };
+        }
         const rec = this.ctx.state.take(pool, this.ctx.now(), {
           network: req.network,
           containerId: req.containerId,
@@ -187,6 +193,7 @@ export class PoolManager {
           this.#kickWarm(rt);
           return { ok: true, allocation: this.podAllocation(rec) };
         }
+        if (!waited) rt.waitingAdds++;
         waited = true;
         const now = this.ctx.now();
         if (now >= deadline) break;
@@ -207,7 +214,8 @@ export class PoolManager {
         await this.#waitChange(rt, Math.min(deadline, cooldownEnd ?? deadline) - now, growth);
       }
     } finally {
-      rt.waitingAdds--;
+      if (waited) rt.waitingAdds--;
+      this.#cancelled.delete(key);
     }
     this.ctx.metrics.adds.inc({ pool, result: "no_ip" });
     const why = rt.exhausted
@@ -240,6 +248,11 @@ export class PoolManager {
 
   /** DEL: releases the attachment's address into cooldown (unknown attachments: nothing). */
   async del(key: string): Promise<PodAllocation[]> {
+    if (this.#inflight.has(key)) {
+      this.#cancelled.add(key);
+      const rt = this.pools.get(this.ctx.state.allocations.get(key)?.pool ?? "");
+      for (const r of rt ? [rt] : this.pools.values()) this.#notify(r);
+    }
     const a = this.#release(key);
     if (a) await this.#o.save();
     return a ? [this.podAllocation(a)] : [];
@@ -310,7 +323,10 @@ export class PoolManager {
   /** Warm arithmetic of a pool now, demand included. */
   shortfallOf(rt: PoolRuntime) {
     const s = this.ctx.state.stats(rt.cfg.name, this.ctx.now());
-    return { s, ...warmShortfall(rt.cfg, s, perEniCapacity(rt.cfg, this.ctx), this.demandFree(rt)) };
+    return {
+      s,
+      ...warmShortfall(rt.cfg, s, perEniCapacity(rt.cfg, this.ctx), this.demandFree(rt)),
+    };
   }
 
   /** Starts growth of a pool unless it is already growing; resolves when that run ends. */
@@ -337,19 +353,27 @@ export class PoolManager {
         const left = need - got;
         let count = Math.ceil(left / per);
         if (pool.maxEnis !== undefined) {
-          count = Math.min(count, Math.max(1, pool.maxEnis - this.ctx.state.poolEnis(pool.name).length));
+          count = Math.min(
+            count,
+            Math.max(1, pool.maxEnis - this.ctx.state.poolEnis(pool.name).length),
+          );
         }
         const started = this.ctx.now();
         const results = await Promise.allSettled(
-          Array.from({ length: count }, (_, i) =>
-            addEni(this.ctx, pool, rt.choice, rt.securityGroupIds, Math.min(per, left - i * per))),
+          Array.from(
+            { length: count },
+            (_, i) =>
+              addEni(this.ctx, pool, rt.choice, rt.securityGroupIds, Math.min(per, left - i * per)),
+          ),
         );
         const ok = results.filter((r) => r.status === "fulfilled").length;
         if (ok > 0) {
           const took = this.ctx.now() - started;
           rt.eniLatencyMs = rt.eniLatencyMs === 0 ? took : 0.7 * rt.eniLatencyMs + 0.3 * took;
         }
-        const failed = results.find((r) => r.status === "rejected") as PromiseRejectedResult | undefined;
+        const failed = results.find((r) => r.status === "rejected") as
+          | PromiseRejectedResult
+          | undefined;
         if (failed && (ok === 0 || failed.reason instanceof PoolExhausted)) throw failed.reason;
       }
       this.#clearExhausted(rt);
@@ -440,7 +464,9 @@ export class PoolManager {
       await deleteDetached(this.ctx, eni.id);
       metrics.enisDeleted.inc({ reason: "surplus" });
       this.#clearExhausted(rt);
-      for (const other of this.pools.values()) if (other.exhausted?.reason === "eni_limit") this.#clearExhausted(other);
+      for (const other of this.pools.values()) {
+        if (other.exhausted?.reason === "eni_limit") this.#clearExhausted(other);
+      }
     }
     if (surplus <= 0) return;
     for (const eni of state.poolEnis(pool).reverse()) {

@@ -87,7 +87,8 @@ export async function reconcile(o: {
     if (!att || att.instanceId !== node.instanceId) continue;
     if (att.status !== "attached" && att.status !== "attaching") continue;
     const isPrimary = att.deviceIndex === 0;
-    const ours = d.tags[TAG_CLUSTER] === cfg.clusterName && d.tags[TAG_INSTANCE] === node.instanceId;
+    const ours = d.tags[TAG_CLUSTER] === cfg.clusterName &&
+      d.tags[TAG_INSTANCE] === node.instanceId;
     let pool: string | undefined;
     if (isPrimary) pool = poolOfPrimary;
     else if (ours) {

@@ -82,19 +82,19 @@ export function parseSelector(text: string): TagSelector {
     skipWs();
     if (text[pos] === "!") {
       pos++;
-      requirements.push({ key: word(KEY_CHAR, "a tag key after \"!\""), op: "absent" });
+      requirements.push({ key: word(KEY_CHAR, 'a tag key after "!"'), op: "absent" });
     } else {
       const key = word(KEY_CHAR, "a tag key");
       skipWs();
       if (text.startsWith("==", pos) || text[pos] === "=") {
         pos += text.startsWith("==", pos) ? 2 : 1;
-        requirements.push({ key, op: "in", values: [word(VALUE_CHAR, "a value after \"=\"")] });
+        requirements.push({ key, op: "in", values: [word(VALUE_CHAR, 'a value after "="')] });
       } else if (text.startsWith("!=", pos)) {
         pos += 2;
         requirements.push({
           key,
           op: "notin",
-          values: [word(VALUE_CHAR, "a value after \"!=\"")],
+          values: [word(VALUE_CHAR, 'a value after "!="')],
         });
       } else if (/^in[ (]/.test(text.slice(pos))) {
         pos += 2;

@@ -4,16 +4,44 @@ import { parseSelector } from "./selector.ts";
 import type { SubnetInfo } from "./cloud.ts";
 
 const subnets: SubnetInfo[] = [
-  { id: "subnet-a", cidr: "10.0.0.0/24", az: "us-east-1a", availableIps: 100, tags: { zone: "node" } },
-  { id: "subnet-b", cidr: "10.0.1.0/24", az: "us-east-1a", availableIps: 300, tags: { zone: "internal" } },
-  { id: "subnet-c", cidr: "10.0.2.0/24", az: "us-east-1a", availableIps: 0, tags: { zone: "internal" } },
-  { id: "subnet-d", cidr: "10.0.3.0/24", az: "us-east-1b", availableIps: 250, tags: { zone: "internal" } },
+  {
+    id: "subnet-a",
+    cidr: "10.0.0.0/24",
+    az: "us-east-1a",
+    availableIps: 100,
+    tags: { zone: "node" },
+  },
+  {
+    id: "subnet-b",
+    cidr: "10.0.1.0/24",
+    az: "us-east-1a",
+    availableIps: 300,
+    tags: { zone: "internal" },
+  },
+  {
+    id: "subnet-c",
+    cidr: "10.0.2.0/24",
+    az: "us-east-1a",
+    availableIps: 0,
+    tags: { zone: "internal" },
+  },
+  {
+    id: "subnet-d",
+    cidr: "10.0.3.0/24",
+    az: "us-east-1b",
+    availableIps: 250,
+    tags: { zone: "internal" },
+  },
 ];
 const node = { az: "us-east-1a", primarySubnetId: "subnet-a" };
 
 Deno.test("subnets: selectors stay inside the node's AZ", () => {
   assert.deepEqual(matchSubnets({ kind: "node" }, subnets, node).map((s) => s.id), ["subnet-a"]);
-  const tagged = matchSubnets({ kind: "tags", selector: parseSelector("zone=internal") }, subnets, node);
+  const tagged = matchSubnets(
+    { kind: "tags", selector: parseSelector("zone=internal") },
+    subnets,
+    node,
+  );
   assert.deepEqual(tagged.map((s) => s.id), ["subnet-b", "subnet-c"]);
   assert.deepEqual(
     matchSubnets({ kind: "ids", ids: ["subnet-d", "subnet-b"] }, subnets, node).map((s) => s.id),
@@ -33,7 +61,10 @@ Deno.test("subnets: pick is weighted by free addresses and skips full ones", () 
   const ratio = counts.get("subnet-b")! / counts.get("subnet-a")!;
   assert.ok(ratio > 2.5 && ratio < 3.5, `b has 3x the room of a; picked ${ratio.toFixed(2)}x`);
   assert.equal(pickSubnet([subnets[2]], { minFree: 2 }), undefined);
-  assert.equal(pickSubnet(subnets, { minFree: 2, exclude: new Set(["subnet-a", "subnet-b", "subnet-d"]) }), undefined);
+  assert.equal(
+    pickSubnet(subnets, { minFree: 2, exclude: new Set(["subnet-a", "subnet-b", "subnet-d"]) }),
+    undefined,
+  );
 });
 
 Deno.test("subnets: gateway and prefix arithmetic", () => {

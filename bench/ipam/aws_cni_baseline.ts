@@ -105,7 +105,10 @@ export class AwsCniWarmEniBaseline {
           if (this.#enis.length >= this.#maxEnis) return;
           eni = await this.#newEni();
         }
-        const ips = await this.cloud.assignIps({ eniId: eni.id, count: this.#perEni - eni.ips.length });
+        const ips = await this.cloud.assignIps({
+          eniId: eni.id,
+          count: this.#perEni - eni.ips.length,
+        });
         eni.ips.push(...ips);
         this.#wake();
       }
@@ -148,7 +151,8 @@ export class AwsCniWarmEniBaseline {
     const now = performance.now();
     if (this.#available(now).length < 2 * this.#perEni) return;
     const idle = [...this.#enis].reverse().find((e) =>
-      e.deviceIndex > 0 && e.ips.every((ip) => !this.#used.has(ip) && (this.#cooling.get(ip) ?? 0) <= now)
+      e.deviceIndex > 0 &&
+      e.ips.every((ip) => !this.#used.has(ip) && (this.#cooling.get(ip) ?? 0) <= now)
     );
     if (!idle?.attachmentId) return;
     this.#busy = true;

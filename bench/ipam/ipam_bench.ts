@@ -22,7 +22,14 @@
 import { startSim } from "../../aws/sim/mod.ts";
 import { embeddedLimits, maxPods } from "../../aws/limits.ts";
 import { createAwsCloud } from "../../ipam/aws_cloud.ts";
-import { addReq, delReq, ipamClient, standardScenario, SUBNETS, tempRoot } from "../../tests/ipam/harness.ts";
+import {
+  addReq,
+  delReq,
+  ipamClient,
+  standardScenario,
+  SUBNETS,
+  tempRoot,
+} from "../../tests/ipam/harness.ts";
 import { randomPort, spawnDaemon, writeChildConfig } from "../../tests/ipam/daemon_process.ts";
 import { AwsCniWarmEniBaseline } from "./aws_cni_baseline.ts";
 
@@ -80,16 +87,24 @@ async function runLoad(
       pending.push(c.del(pod, ip));
     }
     const pod = `${o.prefix}${i}`;
-    pending.push(c.add(pod).then(
-      (r) => {
-        o.live.set(pod, r.ip);
-        if (r.ms > WAITED_MS) waits.push(r.ms / S / 1000);
-      },
-      () => void failed++,
-    ));
+    pending.push(
+      c.add(pod).then(
+        (r) => {
+          o.live.set(pod, r.ip);
+          if (r.ms > WAITED_MS) waits.push(r.ms / S / 1000);
+        },
+        () => void failed++,
+      ),
+    );
   }
   await Promise.all(pending);
-  return { adds: o.adds, waited: waits.length, p50: quantile(waits, 0.5), p99: quantile(waits, 0.99), failed };
+  return {
+    adds: o.adds,
+    waited: waits.length,
+    p50: quantile(waits, 0.5),
+    p99: quantile(waits, 0.99),
+    failed,
+  };
 }
 
 function ec2Snapshot(sim: Awaited<ReturnType<typeof startSim>>) {
@@ -160,12 +175,16 @@ const out = (s: string) => {
 
 out(`# bench/ipam — vpcni serve vs AWS VPC CNI warm policy (WARM_ENI_TARGET=1)`);
 out("");
-out(`Simulator latencies: CreateNetworkInterface 1 s, AttachNetworkInterface 0.5 s + 3 s "attaching", ` +
-  `AssignPrivateIpAddresses 0.3 s, other calls 50 ms; AWS request-rate buckets on. All AWS time scaled by ${S} ` +
-  `(waits below are in AWS seconds). Pods arrive at ${RATE}/s. vpcni runs with its defaults ` +
-  `(one pool, warmEnis 1); both start with a cold node.`);
+out(
+  `Simulator latencies: CreateNetworkInterface 1 s, AttachNetworkInterface 0.5 s + 3 s "attaching", ` +
+    `AssignPrivateIpAddresses 0.3 s, other calls 50 ms; AWS request-rate buckets on. All AWS time scaled by ${S} ` +
+    `(waits below are in AWS seconds). Pods arrive at ${RATE}/s. vpcni runs with its defaults ` +
+    `(one pool, warmEnis 1); both start with a cold node.`,
+);
 out("");
-out("| instance | phase | contender | ADDs | waited on EC2 | p50 wait (s) | p99 wait (s) | failed | EC2 calls | mutating | throttled |");
+out(
+  "| instance | phase | contender | ADDs | waited on EC2 | p50 wait (s) | p99 wait (s) | failed | EC2 calls | mutating | throttled |",
+);
 out("|---|---|---|---|---|---|---|---|---|---|---|");
 
 let rssLine = "";
@@ -174,7 +193,13 @@ for (const type of TYPES) {
   if (!limits) throw new Error(`unknown instance type ${type}`);
   const n = maxPods(limits, { cap: true, vcpus: type.includes("4xlarge") ? 16 : 4 }) - 2;
   const scenario = standardScenario({ type });
-  scenario.instances!.push({ id: PEER_INSTANCE, type, subnet: SUBNETS.node, az: "us-east-1a", securityGroups: ["sg-0a000001"] });
+  scenario.instances!.push({
+    id: PEER_INSTANCE,
+    type,
+    subnet: SUBNETS.node,
+    az: "us-east-1a",
+    securityGroups: ["sg-0a000001"],
+  });
   const sim = await startSim({ scenario });
   sim.faults.latencyMs = {
     default: 50 * S,
@@ -191,7 +216,9 @@ for (const type of TYPES) {
   try {
     for (const which of ["vpcni", "aws-cni WARM_ENI_TARGET=1"]) {
       const before = ec2Snapshot(sim);
-      const started = which === "vpcni" ? await vpcniContender(sim, root) : await peerContender(sim);
+      const started = which === "vpcni"
+        ? await vpcniContender(sim, root)
+        : await peerContender(sim);
       const c = started.contender;
       const live = new Map<string, string>();
       const up = await runLoad(c, { adds: n, dels: false, live, prefix: "up", rate: RATE });
@@ -202,10 +229,22 @@ for (const type of TYPES) {
       }
       await sleep(35_000 * S);
       const mid = ec2Snapshot(sim);
-      const churn = await runLoad(c, { adds: 120 * CHURN_RATE, dels: true, live, prefix: "ch", rate: CHURN_RATE });
+      const churn = await runLoad(c, {
+        adds: 120 * CHURN_RATE,
+        dels: true,
+        live,
+        prefix: "ch",
+        rate: CHURN_RATE,
+      });
       const after = ec2Snapshot(sim);
       const row = (phase: string, r: PhaseResult, a: typeof before, b: typeof before) =>
-        out(`| ${type} | ${phase} | ${which} | ${r.adds} | ${r.waited} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.failed} | ${b.calls - a.calls} | ${b.mutating - a.mutating} | ${b.throttles - a.throttles} |`);
+        out(
+          `| ${type} | ${phase} | ${which} | ${r.adds} | ${r.waited} | ${r.p50.toFixed(2)} | ${
+            r.p99.toFixed(2)
+          } | ${r.failed} | ${b.calls - a.calls} | ${b.mutating - a.mutating} | ${
+            b.throttles - a.throttles
+          } |`,
+        );
       row(`scale-up 0→${n}`, up, before, mid);
       row(`churn 120 s at ${CHURN_RATE}/s, ${Math.floor(n / 3)} pods`, churn, mid, after);
 
@@ -214,11 +253,24 @@ for (const type of TYPES) {
         const d = (started as Awaited<ReturnType<typeof vpcniContender>>).daemon;
         const rssBefore = d.rssKib();
         const t0 = performance.now();
-        const hour = await runLoad(c, { adds: pairs, dels: true, live, prefix: "h", rate: CHURN_RATE });
+        const hour = await runLoad(c, {
+          adds: pairs,
+          dels: true,
+          live,
+          prefix: "h",
+          rate: CHURN_RATE,
+        });
         const rss = d.rssKib();
-        rssLine = `vpcni daemon RSS on ${type} after ${pairs} ADD/DEL pairs (${(HOUR_FRACTION * 60).toFixed(0)} AWS-minutes ` +
-          `of churn at ${CHURN_RATE} pod/s, ${((performance.now() - t0) / 1000).toFixed(0)} s wall): ` +
-          `${(rss / 1024).toFixed(1)} MiB (${(rssBefore / 1024).toFixed(1)} MiB before the churn); ` +
+        rssLine =
+          `vpcni daemon RSS on ${type} after ${pairs} ADD/DEL pairs (${
+            (HOUR_FRACTION * 60).toFixed(0)
+          } AWS-minutes ` +
+          `of churn at ${CHURN_RATE} pod/s, ${
+            ((performance.now() - t0) / 1000).toFixed(0)
+          } s wall): ` +
+          `${(rss / 1024).toFixed(1)} MiB (${
+            (rssBefore / 1024).toFixed(1)
+          } MiB before the churn); ` +
           `${hour.waited} of ${hour.adds} ADDs waited on EC2, ${hour.failed} failed.`;
       }
       await c.stop();

@@ -41,13 +41,34 @@ export function ensureHostSysctls(): void {
   }
 }
 
-/** The link of an ENI on this host, found by its MAC; throws when it is not there. */
-export function eniLink(s: NetlinkSocket, eni: EniInfo): Link {
-  const link = findLinkByMac(s, eni.mac);
+/**
+ * How long to wait for a freshly attached ENI's link. EC2 reports an attach (and IMDS lists
+ * the ENI) before the node's kernel has registered the hot-plugged device, so the first pod
+ * on a new ENI may arrive first; every later pod finds the link at once.
+ */
+export const ENI_LINK_WAIT_MS = 5000;
+
+const sleepCell = new Int32Array(new SharedArrayBuffer(4));
+
+/** Blocks the (single) JS thread for `ms`: the datapath API is synchronous by design. */
+function sleepSync(ms: number): void {
+  Atomics.wait(sleepCell, 0, 0, ms);
+}
+
+/** The link of an ENI on this host, found by its MAC; throws when it does not appear. */
+export function eniLink(s: NetlinkSocket, eni: EniInfo, waitMs = ENI_LINK_WAIT_MS): Link {
+  const deadline = performance.now() + waitMs;
+  let link = findLinkByMac(s, eni.mac);
+  while (!link && performance.now() < deadline) {
+    sleepSync(50);
+    link = findLinkByMac(s, eni.mac);
+  }
   if (!link) {
     throw new DatapathError(
       `host: find the link of ${eni.id}`,
-      new Error(`no link has MAC ${eni.mac}; is the ENI attached to this instance?`),
+      new Error(
+        `no link has MAC ${eni.mac} after ${waitMs} ms; is the ENI attached to this instance?`,
+      ),
     );
   }
   return link;

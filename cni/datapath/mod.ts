@@ -164,7 +164,7 @@ export function checkPod(cfg: DatapathConfig, pod: PodAttachment): string[] {
 }
 
 function checkEni(s: Sockets, cfg: DatapathConfig, eni: DatapathEni): string[] {
-  const link = eniLink(s.host, eni);
+  const link = eniLink(s.host, eni, 0);
   const problems: string[] = [];
   if (!link.up) problems.push(`host: ENI link ${link.name} (${eni.id}) is down`);
   for (const [key, value] of eniLinkSysctls(cfg, link.name)) {

@@ -5,7 +5,14 @@
  * unassign churn in EC2) nor makes ADDs wait on EC2.
  */
 import assert from "node:assert/strict";
-import { addReq, delReq, metricValue, simNodeEnis, standardScenario, startStack } from "./harness.ts";
+import {
+  addReq,
+  delReq,
+  metricValue,
+  simNodeEnis,
+  standardScenario,
+  startStack,
+} from "./harness.ts";
 
 const SECONDS = Number(Deno.env.get("VPCNI_CHURN_SECONDS") ?? 120);
 const RATE = 10;
@@ -60,7 +67,10 @@ Deno.test(`churn: ${RATE} pods/s for ${SECONDS} s on m5.xlarge`, async () => {
         `${unassigns} unassign calls`,
     );
     assert.equal(waited, 0, "once warm, no ADD waits on EC2");
-    assert.ok(assigns + unassigns <= 4, `the pool flapped: ${assigns} assigns, ${unassigns} unassigns`);
+    assert.ok(
+      assigns + unassigns <= 4,
+      `the pool flapped: ${assigns} assigns, ${unassigns} unassigns`,
+    );
 
     // The daemon's view and EC2 agree at the end.
     const enis = await stack.introspect<{ ips: string[] }[]>("/v1/enis");

@@ -185,7 +185,8 @@ async function checkInvariants(
   released: Set<string>,
   round: number,
 ) {
-  const get = async <T>(p: string): Promise<T> => await (await fetch(`http://127.0.0.1:${port}${p}`)).json();
+  const get = async <T>(p: string): Promise<T> =>
+    await (await fetch(`http://127.0.0.1:${port}${p}`)).json();
   const where = `round ${round} (log: ${root}/daemon.log)`;
   const allocs = await get<Alloc[]>("/v1/allocations");
   // No address held twice.
@@ -204,7 +205,9 @@ async function checkInvariants(
     const allocs = await get<Alloc[]>("/v1/allocations");
     const enis = await get<{ id: string; ips: string[] }[]>("/v1/enis");
     const cooldowns = await get<{ ip: string }[]>("/v1/cooldowns");
-    const simByIp = new Map(simNodeEnis(sim).flatMap((e) => e.ips.map((ip) => [ip, e.id] as const)));
+    const simByIp = new Map(
+      simNodeEnis(sim).flatMap((e) => e.ips.map((ip) => [ip, e.id] as const)),
+    );
     // Each allocation's address is assigned to the ENI the daemon says.
     const wrong = allocs.find((a) => simByIp.get(a.ip) !== a.eniId);
     if (wrong) return (problem = `${wrong.ip} not on ${wrong.eniId}`, false);

@@ -10,6 +10,7 @@ import {
   delReq,
   eventually,
   INSTANCE,
+  ipamClient,
   metricValue,
   simDetachedOurs,
   simNodeEnis,
@@ -17,21 +18,37 @@ import {
   startDaemonOn,
   SUBNETS,
   tempRoot,
-  ipamClient,
 } from "./harness.ts";
 
 Deno.test("faults: 30% throttling + 10% 5xx: pods get IPs, no ENI leaks, collector spares others", async () => {
   const scenario = standardScenario();
-  scenario.instances!.push({ id: "i-0bbbbbbbbbbbbbbb2", type: "m5.xlarge", subnet: SUBNETS.node, az: "us-east-1a" });
+  scenario.instances!.push({
+    id: "i-0bbbbbbbbbbbbbbb2",
+    type: "m5.xlarge",
+    subnet: SUBNETS.node,
+    az: "us-east-1a",
+  });
   const sim = await startSim({ scenario });
   const old = new Date(Date.now() - 3_600_000).toISOString();
   const mk = (tags: Record<string, string>) =>
     sim.state.createNetworkInterface({ subnetId: SUBNETS.internalA, tags }).id;
   const untagged = mk({});
-  const otherInstance = mk({ "vpcni.io/cluster": "test-cluster", "vpcni.io/instance-id": "i-0bbbbbbbbbbbbbbb2", "vpcni.io/created-at": old });
-  const otherCluster = mk({ "vpcni.io/cluster": "other", "vpcni.io/instance-id": INSTANCE, "vpcni.io/created-at": old });
+  const otherInstance = mk({
+    "vpcni.io/cluster": "test-cluster",
+    "vpcni.io/instance-id": "i-0bbbbbbbbbbbbbbb2",
+    "vpcni.io/created-at": old,
+  });
+  const otherCluster = mk({
+    "vpcni.io/cluster": "other",
+    "vpcni.io/instance-id": INSTANCE,
+    "vpcni.io/created-at": old,
+  });
   const clusterOnly = mk({ "vpcni.io/cluster": "test-cluster", "vpcni.io/created-at": old });
-  const leaked = mk({ "vpcni.io/cluster": "test-cluster", "vpcni.io/instance-id": INSTANCE, "vpcni.io/created-at": old });
+  const leaked = mk({
+    "vpcni.io/cluster": "test-cluster",
+    "vpcni.io/instance-id": INSTANCE,
+    "vpcni.io/created-at": old,
+  });
 
   sim.faults.throttleProbability = 0.3;
   sim.faults.errorRate = 0.1;
@@ -62,20 +79,27 @@ Deno.test("faults: 30% throttling + 10% 5xx: pods get IPs, no ENI leaks, collect
     for (let i = 0; i < 40; i++) assert.ok((await client.call(delReq(`f${i}`))).ok);
 
     // The collector: only the ENI with both our cluster and our instance tags goes.
-    assert.ok(await eventually(() => !sim.state.enis.has(leaked), 20_000), "our leaked ENI deleted");
+    assert.ok(
+      await eventually(() => !sim.state.enis.has(leaked), 20_000),
+      "our leaked ENI deleted",
+    );
     for (const id of [untagged, otherInstance, otherCluster, clusterOnly]) {
       assert.ok(sim.state.enis.has(id), `${id} must not be touched`);
     }
     // No leaks: the daemon's ENIs are exactly the node's ENIs, none of ours left detached.
     const settled = await eventually(async () => {
-      const enis = await fetch(`http://127.0.0.1:${daemon.introspectionAddr.port}/v1/enis`).then((r) => r.json()) as { id: string }[];
+      const enis = await fetch(`http://127.0.0.1:${daemon.introspectionAddr.port}/v1/enis`).then((
+        r,
+      ) => r.json()) as { id: string }[];
       const node = simNodeEnis(sim).map((e) => e.id).sort();
       return simDetachedOurs(sim).length === 0 &&
         JSON.stringify(enis.map((e) => e.id).sort()) === JSON.stringify(node);
     }, 30_000);
     assert.ok(settled, "every tagged ENI is attached and known, or gone");
 
-    const m = await fetch(`http://127.0.0.1:${daemon.introspectionAddr.port}/metrics`).then((r) => r.text());
+    const m = await fetch(`http://127.0.0.1:${daemon.introspectionAddr.port}/metrics`).then((r) =>
+      r.text()
+    );
     assert.ok(metricValue(m, "vpcni_ec2_throttles_total") > 0, "throttles were seen and counted");
     assert.ok(metricValue(m, "vpcni_ec2_errors_total") > 0);
     assert.ok(metricValue(m, "vpcni_enis_deleted_total", { reason: "leaked" }) >= 1);

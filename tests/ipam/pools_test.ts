@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import type { IpamResponse } from "../../cni/ipam_protocol.ts";
 import {
   addReq,
+  delReq,
   eventually,
   inCidr,
   INSTANCE,
@@ -203,6 +204,17 @@ Deno.test("pools: ENI limit reached → code 11 at once, metric says eni_limit",
     assert.equal(simNodeEnis(stack.sim).length, 2, "no ENI beyond the instance limit");
     const st = await stack.call({ op: "status" });
     assert.ok(st.ok && "canGrow" in st && st.canGrow === false && st.available === 0);
+
+    // A waiting ADD (here: for a cooling address) is cancelled by a DEL of the same pod,
+    // as a runtime sends when its ADD timed out: the pod must not keep an address.
+    assert.ok((await stack.call(delReq("l0"))).ok);
+    const waiting = stack.call(addReq("late"));
+    await new Promise((r) => setTimeout(r, 300));
+    assert.ok((await stack.call(delReq("late"))).ok);
+    const late = await waiting;
+    assert.ok(!late.ok && late.code === 11 && /cancelled/.test(late.msg), JSON.stringify(late));
+    const allocs = await stack.introspect<{ containerId: string }[]>("/v1/allocations");
+    assert.ok(!allocs.some((a) => a.containerId === "c-late"));
   } finally {
     await stack.close();
   }

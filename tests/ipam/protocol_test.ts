@@ -1,0 +1,89 @@
+/**
+ * The plugin's own client (cni/ipam_client.ts) against the real daemon: every verb of the
+ * protocol round-trips and parses; prefix delegation hands out addresses of a /28 that EC2
+ * delegated to the ENI.
+ */
+import assert from "node:assert/strict";
+import { IpamClient } from "../../cni/ipam_client.ts";
+import { startSim } from "../../aws/sim/mod.ts";
+import { eventually, inCidr, standardScenario, startStack, tempRoot } from "./harness.ts";
+import { randomPort, spawnDaemon, writeChildConfig } from "./daemon_process.ts";
+
+Deno.test("protocol: the plugin's IpamClient speaks to `vpcni serve` (add, check, gc, status, del)", async () => {
+  // The plugin's client blocks its thread while it waits (a plugin process has nothing else
+  // to do), so the daemon runs as its own process and the pool is warm before each call.
+  const sim = await startSim({ scenario: standardScenario() });
+  const root = await tempRoot();
+  const port = randomPort();
+  const daemon = spawnDaemon(
+    root,
+    await writeChildConfig(root, sim, port, {
+      pools: [{ name: "default", warmIps: 4, warmEnis: 0 }],
+    }),
+    port,
+  );
+  const client = new IpamClient({ socket: `${root}/ipam.sock`, timeoutMs: 10_000 });
+  try {
+    await daemon.ready();
+    assert.ok(
+      await eventually(async () => {
+        const pools = await (await fetch(`http://127.0.0.1:${port}/v1/pools`)).json();
+        return pools[0].free >= 4;
+      }, 10_000),
+    );
+    const key = { network: "vpcni", containerId: "c-plugin", ifName: "eth0" };
+    const a = client.add({
+      op: "add",
+      ...key,
+      netns: "/proc/self/ns/net",
+      podNamespace: "ns",
+      podName: "p",
+    });
+    const alloc = await a;
+    assert.ok(inCidr(alloc.ip, alloc.eni.subnetCidr));
+    assert.equal(alloc.eni.routeTable, 100 + alloc.eni.deviceIndex);
+    const c = await client.check({ op: "check", ...key });
+    assert.equal(c.ip, alloc.ip);
+    const st = await client.status({ op: "status" });
+    assert.equal(st.pool, "default");
+    const gc = await client.gc({
+      op: "gc",
+      network: "vpcni",
+      validAttachments: [{ containerId: "c-plugin", ifName: "eth0" }],
+    });
+    assert.deepEqual(gc, []);
+    const d = await client.del({ op: "del", ...key });
+    assert.equal(d.length, 1);
+    assert.equal(d[0].ip, alloc.ip);
+  } finally {
+    client.close();
+    await daemon.stop();
+    await sim.close();
+    await Deno.remove(root, { recursive: true }).catch(() => {});
+  }
+});
+
+Deno.test("protocol: prefix delegation hands out addresses of a delegated /28", async () => {
+  const stack = await startStack(standardScenario(), {
+    pools: [{ name: "default", prefixDelegation: true, warmEnis: 0, warmIps: 4 }],
+  });
+  try {
+    const r = await stack.call({
+      op: "add",
+      network: "vpcni",
+      containerId: "c-pd",
+      ifName: "eth0",
+      netns: "/proc/self/ns/net",
+    });
+    assert.ok(r.ok && "allocation" in r, JSON.stringify(r));
+    const eni = stack.sim.state.enis.get(r.allocation.eni.id)!;
+    const prefixes = eni.prefixes.map((p) => p.cidr);
+    assert.ok(prefixes.length >= 1, "EC2 delegated a prefix");
+    assert.ok(
+      prefixes.some((p) => inCidr(r.allocation.ip, p)),
+      `${r.allocation.ip} in ${prefixes}`,
+    );
+  } finally {
+    await stack.close();
+  }
+});
