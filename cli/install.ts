@@ -20,6 +20,7 @@ import { parse as parseYaml } from "yaml";
 import { VPCNI_VERSION } from "./version.ts";
 import { parseConfig } from "../cni/config.ts";
 import { CniError } from "../cni/errors.ts";
+import { isSupportedVersion, SUPPORTED_CNI_VERSIONS } from "../cni/versions.ts";
 
 /** Where container runtimes look for CNI plugins by default. */
 export const DEFAULT_CNI_BIN_DIR = "/opt/cni/bin";
@@ -84,12 +85,18 @@ const daemonConfigPart = z.object({
 /** A network configuration list (parsed only as far as `install` needs). */
 export type Conflist = z.infer<typeof conflistSchema>;
 
+/** One schema issue as a user reads it: where, and what is wrong ("missing" when absent). */
+function issueText(i: z.core.$ZodIssue): string {
+  const where = i.path.join(".") || "(top level)";
+  const missing = i.code === "invalid_type" && / received undefined$/.test(i.message);
+  return `${where}: ${missing ? `missing (${i.expected} required)` : i.message}`;
+}
+
 /** Checks a conflist's structure; errors name `source` and the field. */
 export function parseConflist(raw: unknown, source: string): Conflist {
   const r = conflistSchema.safeParse(raw);
   if (!r.success) {
-    const i = r.error.issues[0];
-    throw new InstallError(`${source}: ${i.path.join(".") || "(top level)"}: ${i.message}`);
+    throw new InstallError(`${source}: ${issueText(r.error.issues[0])}`);
   }
   const main = r.data.plugins[0];
   const usesVpcni = main.type === "vpcni" ||
@@ -159,8 +166,11 @@ export function conflistFromFlags(
   if (!socket.startsWith("/")) {
     throw new InstallError(`--socket: "${socket}" must be an absolute path`);
   }
-  if (!/^\d+\.\d+\.\d+$/.test(f.cniVersion)) {
-    throw new InstallError(`--cni-version: "${f.cniVersion}" must be a version like 1.0.0`);
+  if (!isSupportedVersion(f.cniVersion)) {
+    throw new InstallError(
+      `--cni-version: "${f.cniVersion}" is not a version vpcni speaks; use one of ` +
+        SUPPORTED_CNI_VERSIONS.join(", "),
+    );
   }
   if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(f.networkName)) {
     throw new InstallError(
@@ -307,17 +317,31 @@ export async function writeAtomic(path: string, bytes: Uint8Array, mode: number)
   }
 }
 
+/** Why a file could not be read, in words (the OS error text repeats the path). */
+function readProblem(e: unknown): string {
+  if (e instanceof Deno.errors.NotFound) return "no such file; check the path";
+  if (e instanceof Deno.errors.IsADirectory) return "it is a directory; name a file";
+  if (e instanceof Deno.errors.PermissionDenied) return "permission denied; run as root";
+  return (e as Error).message;
+}
+
 async function readStructured(path: string, flag: string): Promise<unknown> {
   let text: string;
   try {
     text = await Deno.readTextFile(path);
   } catch (e) {
-    throw new InstallError(`${flag}: cannot read ${path}: ${(e as Error).message}`);
+    throw new InstallError(`${flag}: cannot read ${path}: ${readProblem(e)}`);
   }
   try {
     return parseYaml(text);
   } catch (e) {
-    throw new InstallError(`${flag}: ${path} is not valid JSON/YAML: ${(e as Error).message}`);
+    // The yaml error ends with "at line L, column C:" and a code excerpt; say it as
+    // path:L:C and keep the sentence.
+    const pos = (e as { linePos?: { line: number; col: number }[] }).linePos?.[0];
+    const first = (e as Error).message.split("\n")[0].replace(/ at line \d+, column \d+:?$/, "");
+    throw new InstallError(
+      `${flag}: ${path}${pos ? `:${pos.line}:${pos.col}` : ""}: not valid JSON/YAML: ${first}`,
+    );
   }
 }
 
@@ -332,13 +356,12 @@ export async function resolveConflist(f: InstallFlags): Promise<Conflist> {
   let daemon: { datapath?: string; socketPath?: string } = {};
   if (f.config !== undefined) {
     const r = daemonConfigPart.safeParse(await readStructured(f.config, "--config"));
-    if (!r.success) {
-      const i = r.error.issues[0];
-      throw new InstallError(`--config ${f.config}: ${i.path.join(".")}: ${i.message}`);
-    }
+    if (!r.success) throw new InstallError(`--config ${f.config}: ${issueText(r.error.issues[0])}`);
     daemon = r.data;
   }
-  return conflistFromFlags(f, daemon);
+  const conflist = conflistFromFlags(f, daemon);
+  checkWithPluginParser(conflist, "the conflist built from the flags");
+  return conflist;
 }
 
 /** Performs (or, with `dryRun`, describes) the install. Validates everything first. */
@@ -356,7 +379,7 @@ export async function install(f: InstallFlags): Promise<InstallAction[]> {
   if (source) {
     const detail = source.kind === "executable"
       ? `copy of ${source.from} (${source.bytes.length} bytes)`
-      : `launcher script for ${source.from} (running from source, not compiled)`;
+      : `launcher script running ${source.from} from source, not compiled`;
     const old = await readIfExists(binPath);
     if (old && sameBytes(old, source.bytes)) {
       actions.push({ what: "binary", path: binPath, result: "unchanged", detail });
@@ -416,20 +439,38 @@ export function registerInstall(program: Command): void {
     .option("--conflist <file>", "install this conflist (JSON/YAML) instead of generating one")
     .option("--config <file>", "daemon config file: take datapath and socket from it")
     .option("--network-name <name>", "network name in the conflist", "vpcni")
-    .option("--datapath <kind>", `datapath: ${DATAPATHS.join(" | ")} (default ipvlan-l2)`)
+    .option(
+      "--datapath <kind>",
+      `datapath: ${DATAPATHS.join(" | ")} (default: --config's, else ipvlan-l2)`,
+    )
     .option("--mtu <n>", "pod interface MTU", "9001")
     .option("--service-cidr <cidr>", "service CIDR routed via the host (repeatable)", collect, [])
-    .option("--socket <path>", `IPAM daemon socket (default ${DEFAULT_SOCKET})`)
+    .option("--socket <path>", `IPAM daemon socket (default: --config's, else ${DEFAULT_SOCKET})`)
     .option("--host-veth-prefix <p>", "host-side veth name prefix", "vpc")
     .option(
       "--chain <plugins>",
-      `plugins to chain after vpcni: ${Object.keys(CHAINABLE).join(",")}`,
+      `comma-separated plugins to chain after vpcni: ${Object.keys(CHAINABLE).join(", ")}`,
     )
-    .option("--cni-version <v>", "cniVersion of the conflist", "1.0.0")
+    .option(
+      "--cni-version <v>",
+      `cniVersion of the conflist: ${SUPPORTED_CNI_VERSIONS.join(", ")}`,
+      "1.0.0",
+    )
     .option("--skip-binary", "do not install the binary")
     .option("--skip-conflist", "do not write the conflist")
     .option("--dry-run", "print what would be done and change nothing")
     .option("--json", "machine-readable output")
+    .addHelpText(
+      "after",
+      `
+Every flag is checked before anything is written; a bad one exits 2.
+
+Examples:
+  vpcni install --dry-run                        show the conflist, write nothing
+  vpcni install --datapath veth --service-cidr 10.100.0.0/16 --chain portmap
+  vpcni install --config /etc/vpcni/config.yaml  datapath and socket from there
+  vpcni install --conflist my.conflist --skip-binary`,
+    )
     .action(async (f: InstallFlags) => {
       let actions: InstallAction[];
       try {
@@ -447,7 +488,10 @@ export function registerInstall(program: Command): void {
         return;
       }
       for (const a of actions) {
-        console.log(`${a.what.padEnd(8)} ${a.path}: ${a.result} (${a.detail})`);
+        // One line when it fits 80 columns; otherwise the detail goes under it.
+        const head = `${a.what.padEnd(8)} ${a.path}: ${a.result}`;
+        const oneLine = `${head} (${a.detail})`;
+        console.log(oneLine.length <= 80 ? oneLine : `${head}\n${" ".repeat(9)}(${a.detail})`);
         if (a.content) console.log(a.content.replace(/^/gm, "  ").trimEnd());
       }
     });

@@ -161,6 +161,14 @@ const ipamShape = {
 
 /** Decodes stdin bytes as a JSON object; code 6 when it is not one. */
 export function decodeStdin(text: string): Record<string, unknown> {
+  if (text.trim() === "") {
+    throw new CniError(
+      ErrorCode.DECODE_FAILURE,
+      "failed to decode the network configuration on stdin: not JSON (stdin is empty)",
+      "the runtime passes the network configuration on stdin; by hand, pipe it in: " +
+        "CNI_COMMAND=ADD … vpcni < net.conf",
+    );
+  }
   let value: unknown;
   try {
     value = JSON.parse(text);

@@ -72,6 +72,8 @@ function requireVersion(config: MainPluginConfig, verb: string, ok: boolean): vo
     throw new CniError(
       ErrorCode.INCOMPATIBLE_VERSION,
       `incompatible CNI version: ${verb} needs a newer cniVersion than ${config.cniVersion}`,
+      `${verb} exists from cniVersion ${verb === "CHECK" ? "0.4.0" : "1.1.0"}; raise ` +
+        `cniVersion in the conflist (vpcni install --cni-version 1.1.0)`,
     );
   }
 }

@@ -37,3 +37,30 @@ Deno.test("errors are the spec's JSON in the request's version, exit 1", async (
   const noCmd = await invoke({}, "{}");
   assert.deepEqual(noCmd.json, { cniVersion: "1.1.0", code: 4, msg: "CNI_COMMAND is not set" });
 });
+
+Deno.test("empty stdin says so and how to pass the config by hand", async () => {
+  const r = await invoke(
+    { CNI_COMMAND: "ADD", CNI_CONTAINERID: "c1", CNI_IFNAME: "eth0", CNI_NETNS: "/x" },
+    "",
+  );
+  assert.equal(r.code, 1);
+  assert.equal(r.json.code, 6);
+  assert.match(r.json.msg, /not JSON \(stdin is empty\)/);
+  assert.match(r.json.details, /pipe it in/);
+});
+
+Deno.test("a verb newer than the config's cniVersion names the version and the fix", async () => {
+  const r = await invoke(
+    { CNI_COMMAND: "STATUS" },
+    '{"cniVersion":"1.0.0","name":"n","type":"vpcni"}',
+  );
+  assert.equal(r.json.code, 1);
+  assert.match(r.json.msg, /STATUS needs a newer cniVersion than 1\.0\.0/);
+  assert.match(r.json.details, /STATUS exists from cniVersion 1\.1\.0; raise cniVersion/);
+  const ipam = await invoke(
+    { CNI_COMMAND: "CHECK", CNI_CONTAINERID: "c1", CNI_IFNAME: "eth0", CNI_NETNS: "/x" },
+    '{"cniVersion":"0.3.1","name":"n","type":"ptp","ipam":{"type":"vpcni"}}',
+  );
+  assert.equal(ipam.json.code, 1, JSON.stringify(ipam.json));
+  assert.match(ipam.json.details, /CHECK exists from cniVersion 0\.4\.0/);
+});

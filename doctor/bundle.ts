@@ -172,6 +172,12 @@ export async function bundleFiles(
 /** Writes the bundle to `path` (atomically: temp file, then rename) and returns its files. */
 export async function writeBundle(path: string, files: TarFile[]): Promise<void> {
   const tmp = `${path}.tmp-${Deno.pid}`;
-  await Deno.writeFile(tmp, tarGz(files), { mode: 0o600 });
-  await Deno.rename(tmp, path);
+  try {
+    await Deno.writeFile(tmp, tarGz(files), { mode: 0o600 });
+    await Deno.rename(tmp, path);
+  } catch (e) {
+    // a failed bundle leaves nothing behind
+    await Deno.remove(tmp).catch(() => {});
+    throw e;
+  }
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { redactJson, redactText } from "./bundle.ts";
+import { redactJson, redactText, writeBundle } from "./bundle.ts";
 
 Deno.test("access keys, secret keys, tokens and passwords are redacted from text", () => {
   const t = redactText(
@@ -23,4 +23,15 @@ Deno.test("secret-looking keys are redacted in JSON at any depth; other values s
   assert.equal(v.environment.AWS_SESSION_TOKEN, "[redacted]");
   assert.equal(v.environment.AWS_REGION, "us-east-1");
   assert.deepEqual(v.pools, [{ name: "default", free: 3 }]);
+});
+
+Deno.test("a bundle that cannot be renamed into place leaves no temp file behind", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "vqa-bundle-" });
+  try {
+    await Deno.mkdir(`${dir}/taken`);
+    await assert.rejects(writeBundle(`${dir}/taken`, [{ name: "a.txt", data: "a\n" }]));
+    assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["taken"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -206,6 +206,16 @@ export function checkConsistency(
     }
   } else if (f.source === "daemon" && f.checkpointError) {
     problems.push(`checkpoint: ${f.checkpointError}`);
+  } else if (f.checkpointCorrupt) {
+    // Daemon down and its checkpoint unreadable: the daemon will not start on it either.
+    return {
+      ...base,
+      status: "fail",
+      found: `${f.checkpointError}; the allocations are unknown`,
+      fix: "the daemon does not start on an unreadable checkpoint: keep a copy (vpcni doctor " +
+        "bundle -o FILE), move the file aside, then start the daemon; its start-up reconcile " +
+        "rebuilds the state from EC2 and the kernel",
+    };
   }
   if (assigned) {
     for (const a of f.allocations) {

@@ -26,6 +26,13 @@ import { eniRows, enisTable, podsTable, subnetRows, subnetsTable } from "./views
 import { bundleFiles, writeBundle } from "./bundle.ts";
 import { NetlinkSocket } from "../netlink/mod.ts";
 
+const DEFAULT_DAEMON = "127.0.0.1:61679";
+const DEFAULT_STATE_DIR = "/var/lib/vpcni";
+const DEFAULT_CONFLIST = "/etc/cni/net.d/10-vpcni.conflist";
+const DEFAULT_BIN_DIR = "/opt/cni/bin";
+const DEFAULT_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml";
+const DEFAULT_TIMEOUT_MS = 3000;
+
 /** Flags common to every doctor verb (commander's camelCase). */
 interface CommonFlags {
   daemon?: string;
@@ -46,14 +53,14 @@ interface CommonFlags {
 /** Turns flags (and the daemon's environment variables) into options; errors name the flag. */
 export function doctorOptions(f: CommonFlags): DoctorOptions {
   const env = (k: string) => Deno.env.get(k) || undefined;
-  const listen = f.daemon ?? env("VPCNI_LISTEN") ?? "127.0.0.1:61679";
+  const listen = f.daemon ?? env("VPCNI_LISTEN") ?? DEFAULT_DAEMON;
   const daemonUrl = /^https?:\/\//.test(listen) ? listen.replace(/\/$/, "") : `http://${listen}`;
   try {
     new URL(daemonUrl);
   } catch {
     throw new LimitsFlagError(`--daemon: "${listen}" is not host:port or a URL`);
   }
-  const timeout = Number(f.timeout ?? "3000");
+  const timeout = Number(f.timeout ?? DEFAULT_TIMEOUT_MS);
   if (!Number.isInteger(timeout) || timeout < 100 || timeout > 60000) {
     throw new LimitsFlagError(`--timeout: "${f.timeout}" must be milliseconds from 100 to 60000`);
   }
@@ -66,17 +73,32 @@ export function doctorOptions(f: CommonFlags): DoctorOptions {
       );
     }
   }
+  if (f.config !== undefined) {
+    const problem = notAFile(f.config);
+    if (problem) {
+      throw new LimitsFlagError(
+        `--config ${f.config}: ${problem}; name the daemon's config file, or leave --config ` +
+          `out to use the defaults`,
+      );
+    }
+  }
+  if (f.hostNetns !== undefined && notAFile(f.hostNetns)) {
+    throw new LimitsFlagError(
+      `--host-netns ${f.hostNetns}: ${notAFile(f.hostNetns)}; give a netns file such as ` +
+        `/var/run/netns/NAME or /proc/PID/ns/net`,
+    );
+  }
   return {
     daemonUrl,
-    stateDir: f.stateDir ?? env("VPCNI_STATE_DIR") ?? "/var/lib/vpcni",
+    stateDir: f.stateDir ?? env("VPCNI_STATE_DIR") ?? DEFAULT_STATE_DIR,
     configFile: f.config,
-    conflistFile: f.conflistFile ?? "/etc/cni/net.d/10-vpcni.conflist",
-    binDir: f.binDir ?? "/opt/cni/bin",
+    conflistFile: f.conflistFile ?? DEFAULT_CONFLIST,
+    binDir: f.binDir ?? DEFAULT_BIN_DIR,
     imdsEndpoint: f.imdsEndpoint,
     ec2Endpoint: f.ec2Endpoint,
     region: f.region,
     kubeletMaxPods,
-    kubeletConfig: f.kubeletConfig ?? "/var/lib/kubelet/config.yaml",
+    kubeletConfig: f.kubeletConfig ?? DEFAULT_KUBELET_CONFIG,
     timeoutMs: timeout,
     hostNetns: f.hostNetns,
   };
@@ -84,15 +106,24 @@ export function doctorOptions(f: CommonFlags): DoctorOptions {
 
 function common(c: Command): Command {
   return c
-    .option("--daemon <host:port>", "daemon introspection address (env VPCNI_LISTEN)", undefined)
-    .option("--state-dir <dir>", "daemon state dir holding the checkpoint (env VPCNI_STATE_DIR)")
+    .option(
+      "--daemon <host:port>",
+      `daemon introspection address (env VPCNI_LISTEN; default: ${DEFAULT_DAEMON})`,
+    )
+    .option(
+      "--state-dir <dir>",
+      `daemon state dir holding the checkpoint (env VPCNI_STATE_DIR; default: ${DEFAULT_STATE_DIR})`,
+    )
     .option("--config <file>", "daemon config file, read when the daemon is down")
-    .option("--conflist-file <path>", "CNI conflist (default /etc/cni/net.d/10-vpcni.conflist)")
-    .option("--bin-dir <dir>", "CNI bin dir (default /opt/cni/bin)")
+    .option("--conflist-file <path>", `CNI conflist (default: ${DEFAULT_CONFLIST})`)
+    .option("--bin-dir <dir>", `CNI bin dir (default: ${DEFAULT_BIN_DIR})`)
     .option("--imds-endpoint <url>", "IMDS endpoint (env AWS_EC2_METADATA_SERVICE_ENDPOINT)")
     .option("--ec2-endpoint <url>", "EC2 endpoint (env VPCNI_EC2_ENDPOINT)")
     .option("--region <region>", "EC2 region (default: from IMDS)")
-    .option("--timeout <ms>", "limit per request to the daemon, IMDS and EC2 (default 3000)")
+    .option(
+      "--timeout <ms>",
+      `limit per request to the daemon, IMDS and EC2 (default: ${DEFAULT_TIMEOUT_MS})`,
+    )
     .option("--host-netns <path>", "inspect this netns as the node's host netns")
     .option("--json", "machine-readable output");
 }
@@ -117,11 +148,48 @@ async function guarded(fn: () => Promise<void> | void): Promise<void> {
     await fn();
   } catch (e) {
     if (e instanceof LimitsFlagError) {
-      console.error(`vpcni doctor: ${e.message}`);
+      console.error(wrap(`vpcni doctor: ${e.message}`, 80).join("\n"));
       Deno.exitCode = 2;
       return;
     }
     throw e;
+  }
+}
+
+/** Why `path` is not an existing file, or undefined when it is one. */
+function notAFile(path: string): string | undefined {
+  try {
+    return Deno.statSync(path).isDirectory ? "is a directory, not a file" : undefined;
+  } catch (e) {
+    return e instanceof Deno.errors.NotFound ? "no such file" : (e as Error).message;
+  }
+}
+
+/** Refuses an `-o` that cannot be written, before minutes of gathering are spent on it. */
+export function checkBundleOutput(path: string): void {
+  const dir = path.includes("/") ? path.replace(/\/[^/]*$/, "") || "/" : ".";
+  let st: Deno.FileInfo | undefined;
+  try {
+    st = Deno.statSync(dir);
+  } catch {
+    // reported below
+  }
+  if (!st?.isDirectory) {
+    throw new LimitsFlagError(
+      `-o/--output: ${dir} is not an existing directory; create it or write the bundle ` +
+        `elsewhere, e.g. -o /tmp/vpcni-bundle.tar.gz`,
+    );
+  }
+  try {
+    if (Deno.statSync(path).isDirectory) {
+      throw new LimitsFlagError(
+        `-o/--output: ${path} is a directory; name a file, e.g. -o ${
+          path.replace(/\/$/, "")
+        }/vpcni-bundle.tar.gz`,
+      );
+    }
+  } catch (e) {
+    if (e instanceof LimitsFlagError) throw e;
   }
 }
 
@@ -134,8 +202,24 @@ export function registerDoctor(program: Command): void {
   const doctor = common(
     program.command("doctor")
       .description("diagnose why pods cannot get addresses; exit 1 if a check fails")
+      // `vpcni doctor help maxpods` works as for `vpcni help doctor`, though doctor has an action.
+      .helpCommand(true)
       .option("--kubelet-max-pods <n>", "kubelet's --max-pods (default: read from kubelet)")
-      .option("--kubelet-config <file>", "kubelet config (default /var/lib/kubelet/config.yaml)"),
+      .option("--kubelet-config <file>", `kubelet config (default: ${DEFAULT_KUBELET_CONFIG})`)
+      .addHelpText(
+        "after",
+        `
+Each check prints ok, warn, FAIL or skip, what it found and the fix. Exit code:
+0 when no check fails, 1 when one does, 2 for a bad flag. When the daemon does
+not answer, doctor reads the checkpoint, IMDS and the kernel directly.
+
+Examples:
+  vpcni doctor                          every check, one line each
+  vpcni doctor --json | jq '.checks[] | select(.status == "fail")'
+  vpcni doctor maxpods --instance-type m5.xlarge
+  vpcni doctor datapath                 what --fix would remove
+  vpcni doctor bundle -o /tmp/vpcni-bundle.tar.gz`,
+      ),
   ).action((_o: unknown, cmd: Command) =>
     guarded(async () => {
       const f = flagsOf<CommonFlags>(cmd);
@@ -148,7 +232,7 @@ export function registerDoctor(program: Command): void {
 
   doctor.command("limits")
     .description("what an instance type allows (ENIs, addresses, max pods)")
-    .requiredOption("--instance-type <type>", "e.g. m5.xlarge")
+    .requiredOption("--instance-type <type>", "required, e.g. m5.xlarge")
     .option("--json", "machine-readable output")
     .action((_o: unknown, cmd: Command) =>
       guarded(() => {
@@ -160,13 +244,21 @@ export function registerDoctor(program: Command): void {
 
   doctor.command("maxpods")
     .description("the --max-pods kubelet should use (the number alone on stdout)")
-    .requiredOption("--instance-type <type>", "e.g. m5.xlarge")
+    .requiredOption("--instance-type <type>", "required, e.g. m5.xlarge")
     .option("--prefix-delegation", "pools use /28 prefixes")
     .option("--exclude-primary-eni", "pods never use the primary ENI")
     .option("--max-enis <n>", "use at most N ENIs")
     .option("--cap", "apply kubelet's customary cap (110; 250 above 30 vCPUs)")
     .option("--vcpus <n>", "vCPUs of the instance, for --cap")
     .option("--json", "machine-readable output")
+    .addHelpText(
+      "after",
+      `
+Examples:
+  vpcni doctor maxpods --instance-type m5.large                  # 29
+  vpcni doctor maxpods --instance-type m5.large --prefix-delegation --cap
+  KUBELET_MAX_PODS=$(vpcni doctor maxpods --instance-type m5.large)`,
+    )
     .action((_o: unknown, cmd: Command) =>
       guarded(() => {
         const f = flagsOf<MaxPodsFlags & { json?: boolean }>(cmd);
@@ -208,9 +300,12 @@ export function registerDoctor(program: Command): void {
         const facts = await gatherFacts(o);
         const target = ec2Target(o, facts.config, facts.metadata);
         if (typeof target === "string" || !facts.metadata) {
-          console.error(
-            `vpcni doctor subnets: ${typeof target === "string" ? target : "IMDS unreachable"}`,
-          );
+          const why = typeof target === "string"
+            ? target
+            : `IMDS unreachable (${facts.imdsError}); ` +
+              `the node's VPC and zone come from IMDS: run this on the node, or pass ` +
+              `--imds-endpoint`;
+          console.error(wrap(`vpcni doctor subnets: ${why}`, 80).join("\n"));
           Deno.exitCode = 1;
           return;
         }
@@ -237,10 +332,13 @@ export function registerDoctor(program: Command): void {
       const facts = await gatherFacts(o);
       if (f.fix && !allocationsKnown(facts)) {
         console.error(
-          `vpcni doctor datapath: refusing --fix: the daemon is not answering at ${o.daemonUrl} ` +
-            `and there is no readable checkpoint in ${o.stateDir} (${facts.checkpointError}); ` +
-            `without the allocations every pod would look orphaned. Start the daemon or ` +
-            `pass --state-dir.`,
+          wrap(
+            `vpcni doctor datapath: refusing --fix: the daemon is not answering at ` +
+              `${o.daemonUrl} and there is no readable checkpoint in ${o.stateDir} ` +
+              `(${facts.checkpointError}); without the allocations every pod would look ` +
+              `orphaned. Start the daemon or pass --state-dir.`,
+            80,
+          ).join("\n"),
         );
         Deno.exitCode = 2;
         return;
@@ -314,6 +412,7 @@ export function registerDoctor(program: Command): void {
   ).action((_o: unknown, cmd: Command) =>
     guarded(async () => {
       const f = flagsOf<CommonFlags & { output: string }>(cmd);
+      checkBundleOutput(f.output);
       const o = doctorOptions(f);
       const facts = await gatherFacts(o);
       const report = await runDoctor(o);

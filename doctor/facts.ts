@@ -152,6 +152,8 @@ export interface Facts {
   cooldowns: z.infer<typeof cooldownSchema>[];
   checkpoint?: Checkpoint;
   checkpointError?: string;
+  /** The checkpoint exists but cannot be read or parsed (not merely absent). */
+  checkpointCorrupt?: boolean;
   metadata?: NodeMetadata;
   imdsError?: string;
   /** Prometheus text from /metrics. */
@@ -230,9 +232,22 @@ export function eniInfo(e: EniView, routeTableBase: number): EniInfo {
   };
 }
 
+/** Reads the daemon config; errors are one line: `file:line:col: what` or `field: what`. */
 async function readConfigFile(path: string): Promise<ConfigView> {
-  const raw = parseYaml(await Deno.readTextFile(path)) ?? {};
-  return configViewSchema.parse(raw);
+  let raw: unknown;
+  try {
+    raw = parseYaml(await Deno.readTextFile(path)) ?? {};
+  } catch (e) {
+    const pos = (e as { linePos?: { line: number; col: number }[] }).linePos?.[0];
+    const first = (e as Error).message.split("\n")[0].replace(/ at line \d+, column \d+:?$/, "");
+    throw new Error(`${pos ? `line ${pos.line}, column ${pos.col}: ` : ""}${first}`);
+  }
+  const r = configViewSchema.safeParse(raw);
+  if (!r.success) {
+    const i = r.error.issues[0];
+    throw new Error(`${i.path.join(".") || "(top level)"}: ${i.message}`);
+  }
+  return r.data;
 }
 
 /** Reads IMDS (short limits: doctor must answer fast when IMDS is unreachable). */
@@ -266,6 +281,7 @@ export async function gatherFacts(o: DoctorOptions): Promise<Facts> {
     if (!cp.value) facts.checkpointError = `no checkpoint at ${o.stateDir}/${CHECKPOINT_FILE}`;
   } else {
     facts.checkpointError = (cp.reason as Error).message;
+    facts.checkpointCorrupt = true;
   }
   if (md.status === "fulfilled") facts.metadata = md.value;
   else facts.imdsError = (md.reason as Error).message;

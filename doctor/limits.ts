@@ -5,6 +5,7 @@
  * @module
  */
 import {
+  embeddedInstanceTypes,
   embeddedLimits,
   type InstanceLimits,
   maxPods,
@@ -38,11 +39,38 @@ export function limitsFor(type: string | undefined): InstanceLimits {
   const l = embeddedLimits(type);
   if (!l) {
     throw new LimitsFlagError(
-      `--instance-type: unknown instance type "${type}" (not in the embedded limits table; ` +
-        `check the spelling, e.g. m5.xlarge)`,
+      `--instance-type: unknown instance type "${type}" (not in the embedded limits table); ` +
+        instanceTypeHint(type),
     );
   }
   return l;
+}
+
+/** The fix for an unknown instance type: the right case, or the family's known sizes. */
+export function instanceTypeHint(type: string): string {
+  const known = embeddedInstanceTypes();
+  const lower = type.trim().toLowerCase();
+  if (lower !== type && known.includes(lower)) return `did you mean ${lower}?`;
+  const family = lower.split(".")[0];
+  const sizes = known.filter((t) => t.split(".")[0] === family)
+    .sort((a, b) => sizeRank(a) - sizeRank(b) || a.localeCompare(b));
+  if (sizes.length > 0) {
+    const shown = sizes.slice(0, 10).join(", ");
+    return `${family} comes in ${shown}${sizes.length > 10 ? `, … (${sizes.length} sizes)` : ""}`;
+  }
+  return "check the spelling, e.g. m5.xlarge";
+}
+
+const SMALL_SIZES = ["nano", "micro", "small", "medium", "large"];
+
+/** Orders sizes as people read them: nano … large, xlarge, 2xlarge … 48xlarge, metal. */
+function sizeRank(type: string): number {
+  const size = type.split(".").slice(1).join(".");
+  const small = SMALL_SIZES.indexOf(size);
+  if (small >= 0) return small;
+  const x = /^(\d*)xlarge$/.exec(size);
+  if (x) return SMALL_SIZES.length + Number(x[1] || 1);
+  return 1000;
 }
 
 function positiveInt(flag: string, v: string | undefined): number | undefined {

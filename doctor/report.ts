@@ -108,8 +108,9 @@ export function renderCheck(c: CheckResult, o: RenderOptions): string[] {
   }
   if (details.length > max) lines.push(`${indent}  … and ${details.length - max} more (--json)`);
   if (c.fix && c.status !== "ok") {
-    for (const [i, l] of wrap(`fix: ${c.fix}`, width - 7).entries()) {
-      lines.push(indent + (i ? "     " : "") + l);
+    // "fix: " hangs over its continuation lines, so those wrap 5 columns narrower.
+    for (const [i, l] of wrap(c.fix, width - 12).entries()) {
+      lines.push(indent + (i ? "     " : "fix: ") + l);
     }
   }
   return lines;

@@ -60,3 +60,19 @@ Deno.test("wrap breaks at spaces and cuts words longer than the width", () => {
   for (const l of t.split("\n")) assert.ok(l.length <= 80);
   assert.match(t, /…/);
 });
+
+Deno.test("a long fix wraps under itself and still fits 80 columns", () => {
+  const daemonDown: CheckResult = {
+    id: "daemon",
+    title: "daemon",
+    status: "fail",
+    found: "not reachable (http://127.0.0.1:61679: fetch failed)",
+    fix: "start the daemon (systemctl start vpcni, or see `kubectl -n kube-system logs " +
+      "ds/vpcni`); pods cannot get addresses until it answers",
+  };
+  const lines = renderCheck(daemonDown, { color: false });
+  for (const l of lines) assert.ok(l.length <= 80, `${l.length}: ${l}`);
+  const fix = lines.findIndex((l) => l.startsWith("       fix: start the daemon"));
+  assert.ok(fix > 0, lines.join("\n"));
+  assert.match(lines[fix + 1], /^ {12}\S/, "continuation lines hang under the fix text");
+});

@@ -162,7 +162,7 @@ export function datapathFindings(o: DoctorOptions, f: Facts): DatapathFindings |
     // Every pod's objects would look orphaned: say nothing rather than something false.
     found.orphans = [];
     f.notes.push(
-      "no daemon and no checkpoint: the allocations are unknown, so orphans are not " +
+      "no daemon and no readable checkpoint: the allocations are unknown, so orphans are not " +
         "looked for and doctor datapath --fix does nothing",
     );
   }

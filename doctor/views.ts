@@ -7,7 +7,7 @@
 import type { Subnet } from "../aws/ec2.ts";
 import type { Facts } from "./facts.ts";
 import { poolSubnets } from "./checks.ts";
-import { table } from "./report.ts";
+import { table, wrap } from "./report.ts";
 
 /** One row of `doctor enis`. */
 export interface EniRow {
@@ -43,23 +43,32 @@ export function eniRows(f: Facts): EniRow[] {
   });
 }
 
-/** The `doctor enis` table. */
+/**
+ * The `doctor enis` table. ENI and subnet ids are never cut (people copy them), so when
+ * the security groups do not fit in 80 columns they move under the table, one ENI a line.
+ */
 export function enisTable(rows: EniRow[]): string {
-  return table(
+  const sgs = (r: EniRow) => r.securityGroups.join(",") || "-";
+  const cells = (r: EniRow, withSgs: boolean) => [
+    r.eni,
+    String(r.device),
+    r.subnet,
+    r.pool,
+    ...(withSgs ? [sgs(r)] : []),
+    String(r.used),
+    String(r.free),
+    String(r.cooling),
+  ];
+  const head = ["ENI", "DEV", "SUBNET", "POOL", "USED", "FREE", "COOL"];
+  const wide = table(
     ["ENI", "DEV", "SUBNET", "POOL", "SGS", "USED", "FREE", "COOL"],
-    rows.map((r) => [
-      r.eni,
-      String(r.device),
-      r.subnet,
-      r.pool,
-      r.securityGroups.join(",") || "-",
-      String(r.used),
-      String(r.free),
-      String(r.cooling),
-    ]),
-    80,
-    [4, 3, 2],
+    rows.map((r) => cells(r, true)),
+    Infinity,
   );
+  if (wide.split("\n").every((l) => l.length <= 80)) return wide;
+  const narrow = table(head, rows.map((r) => cells(r, false)), 80, [3]);
+  const below = rows.flatMap((r) => wrap(`${r.eni} security groups: ${sgs(r)}`, 80));
+  return [narrow, "", ...below].join("\n");
 }
 
 /** The `doctor pods` table. */

@@ -171,6 +171,7 @@ async function startLocked(
     ipv4PerEni: limits.ipv4PerEni,
     foreignDeviceIndexes: new Set(report.foreignDeviceIndexes),
     reservedDeviceIndexes: new Set(),
+    reservedSubnets: [],
     creating: new Set(),
     subnets,
     fullSubnets: new Map(),

@@ -64,6 +64,12 @@ function ipsOf(d: EniDescription): Set<string> {
   return ips;
 }
 
+/** The last tag query of a re-sync that no mutation overlapped; the collector reuses it. */
+const lastTaggedOf = new WeakMap<
+  GrowthContext,
+  { at: number; epoch: number; enis: EniDescription[] }
+>();
+
 /**
  * Makes the node state match EC2: addresses EC2 assigned that the state lacks are adopted
  * as free; addresses EC2 no longer has are dropped unless a pod holds them (logged as an
@@ -77,8 +83,12 @@ export async function resyncWithEc2(ctx: GrowthContext, cloud: TrackedCloud): Pr
     [TAG_CLUSTER]: ctx.cfg.clusterName,
     [TAG_INSTANCE]: ctx.instanceId,
   });
-  const known = await cloud.describeEnis([...ctx.state.enis.keys()]);
+  // Our ENIs come with the tag query; only the ENIs we manage without our tags (the primary)
+  // need a second call.
+  const untagged = [...ctx.state.enis.keys()].filter((id) => !tagged.some((d) => d.id === id));
+  const known = untagged.length ? await cloud.describeEnis(untagged) : [];
   if (cloud.mutationEpoch() !== epoch || cloud.mutationsInFlight() > 0) return false;
+  lastTaggedOf.set(ctx, { at: ctx.now(), epoch, enis: tagged });
   const now = ctx.now();
   const byId = new Map([...tagged, ...known].map((d) => [d.id, d]));
   let changed = false;
@@ -161,10 +171,14 @@ export class LeakedEniCollector {
     const graceMs = ctx.cfg.leakedEniGraceSeconds * 1000;
     if (this.cloud.mutationsInFlight() > 0) return [];
     const epoch = this.cloud.mutationEpoch();
-    const ours = await this.cloud.describeTaggedEnis({
-      [TAG_CLUSTER]: ctx.cfg.clusterName,
-      [TAG_INSTANCE]: ctx.instanceId,
-    });
+    // Reuse the re-sync's snapshot when it is fresh and nothing changed since.
+    const lastTagged = lastTaggedOf.get(ctx);
+    const ours = lastTagged && now - lastTagged.at < 1000 && lastTagged.epoch === epoch
+      ? lastTagged.enis
+      : await this.cloud.describeTaggedEnis({
+        [TAG_CLUSTER]: ctx.cfg.clusterName,
+        [TAG_INSTANCE]: ctx.instanceId,
+      });
     if (this.cloud.mutationEpoch() !== epoch || this.cloud.mutationsInFlight() > 0) return [];
     const deleted: string[] = [];
     const seenNow = new Map<string, number>();

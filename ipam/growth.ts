@@ -48,6 +48,8 @@ export interface GrowthContext {
   foreignDeviceIndexes: Set<number>;
   /** Device indexes reserved by creations in flight. */
   reservedDeviceIndexes: Set<number>;
+  /** Subnets of ENI creations in flight (one entry per creation). */
+  reservedSubnets: string[];
   /** ENI ids created but not yet attached (the collector must not take them). */
   creating: Set<string>;
   subnets: SubnetInfo[];
@@ -78,6 +80,11 @@ function markSubnetFull(ctx: GrowthContext, subnetId: string, pool: string) {
     pool,
     condition: "subnet_full",
   });
+}
+
+function unreserve(ctx: GrowthContext, subnetId: string) {
+  const i = ctx.reservedSubnets.indexOf(subnetId);
+  if (i >= 0) ctx.reservedSubnets.splice(i, 1);
 }
 
 /** Assigns up to `need` addresses to existing ENIs of the pool; returns how many it got. */
@@ -188,6 +195,8 @@ export async function addEni(
     const exclude = new Set<string>();
     if (!pool.allowSharedSubnets) {
       for (const e of ctx.state.enis.values()) exclude.add(e.subnetId);
+      // ENIs being created right now (growth may add several at once) count as well.
+      for (const id of ctx.reservedSubnets) exclude.add(id);
     }
     for (;;) {
       const subnet = pickSubnet(candidateSubnets(ctx, choice), {
@@ -203,6 +212,7 @@ export async function addEni(
         );
       }
       let created: EniDescription;
+      ctx.reservedSubnets.push(subnet.id);
       try {
         created = await ctx.cloud.createEni({
           subnetId: subnet.id,
@@ -217,6 +227,7 @@ export async function addEni(
           clientToken: crypto.randomUUID(),
         });
       } catch (e) {
+        unreserve(ctx, subnet.id);
         if (cloudErrorCode(e) === "InsufficientFreeAddressesInSubnet") {
           markSubnetFull(ctx, subnet.id, pool.name);
           exclude.add(subnet.id);
@@ -225,7 +236,11 @@ export async function addEni(
         throw e;
       }
       subnet.availableIps = Math.max(0, subnet.availableIps - 1);
-      return await attachAndFill(ctx, pool, created, subnet, deviceIndex, need);
+      try {
+        return await attachAndFill(ctx, pool, created, subnet, deviceIndex, need);
+      } finally {
+        unreserve(ctx, subnet.id);
+      }
     }
   } finally {
     ctx.reservedDeviceIndexes.delete(deviceIndex);

@@ -49,6 +49,10 @@ export function refreshMetrics(pools: PoolManager): void {
     m.ec2Errors.set({ action, code: code ?? "Unknown" }, n);
   }
   m.ec2Throttles.set(c.throttles);
+  const mem = Deno.memoryUsage();
+  m.memory.set({ kind: "rss" }, mem.rss);
+  m.memory.set({ kind: "heap_used" }, mem.heapUsed);
+  m.memory.set({ kind: "heap_total" }, mem.heapTotal);
 }
 
 /** Serves introspection on `listen` (loopback, checked by the config schema). */

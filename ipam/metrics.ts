@@ -25,6 +25,7 @@ export interface DaemonMetrics {
   ipsUnassigned: Counter<"pool">;
   checkpointWrites: Counter;
   growFailures: Counter<"pool" | "code">;
+  memory: Gauge<"kind">;
 }
 
 /** Names and help of each metric, for the README. */
@@ -38,19 +39,23 @@ export const METRIC_DOCS: [string, string][] = [
   ["vpcni_pool_exhausted_total{pool,reason}", "times growth was refused for that reason"],
   [
     "vpcni_ipam_adds_total{pool,result}",
-    "ADDs; result = fast | waited | idempotent | no_ip | error",
+    "ADDs; result = fast | waited | idempotent | no_ip",
   ],
   ["vpcni_ipam_dels_total{pool}", "DELs that released an address"],
   ["vpcni_ipam_add_wait_seconds{pool}", "histogram of how long ADDs waited for the pool to grow"],
   ["vpcni_ec2_calls_total{action}", "EC2 API calls made, by action (retries included)"],
   ["vpcni_ec2_errors_total{action,code}", "EC2 errors by action and AWS error code"],
-  ["vpcni_ec2_throttles_total", "RequestLimitExceeded answers and client-side bucket waits"],
+  [
+    "vpcni_ec2_throttles_total",
+    "EC2 answers with a throttling code (RequestLimitExceeded and kin)",
+  ],
   ["vpcni_enis_created_total{pool}", "ENIs created and attached"],
   ["vpcni_enis_deleted_total{reason}", "ENIs deleted; reason = surplus | leaked | failed_attach"],
   ["vpcni_ips_assigned_total{pool}", "secondary addresses assigned to ENIs"],
   ["vpcni_ips_unassigned_total{pool}", "secondary addresses given back to EC2"],
   ["vpcni_checkpoint_writes_total", "atomic checkpoint writes"],
   ["vpcni_pool_grow_failures_total{pool,code}", "failed growth attempts by AWS error code"],
+  ["vpcni_daemon_memory_bytes{kind}", "the daemon's memory: kind = rss | heap_used | heap_total"],
 ];
 
 /** Creates the registry and every metric. */
@@ -146,6 +151,12 @@ export function createMetrics(): DaemonMetrics {
     checkpointWrites: new Counter({
       name: "vpcni_checkpoint_writes_total",
       help: "checkpoint writes",
+      registers: r,
+    }),
+    memory: new Gauge({
+      name: "vpcni_daemon_memory_bytes",
+      help: "daemon memory (rss, heap_used, heap_total)",
+      labelNames: ["kind"],
       registers: r,
     }),
     growFailures: new Counter({

@@ -191,7 +191,8 @@ export function warmShortfall(
   const wantTotal = Math.max(p.minimumIps, s.used + s.cooling + wantFree);
   const shortfall = Math.max(0, wantTotal - s.total);
   // Hysteresis: growth asks for a whole warm batch, so only what lies beyond one more batch
-  // counts as surplus (ENI-sized pools release whole ENIs, which is coarse enough).
+  // counts as surplus. ENI-sized pools give back whole idle ENIs only (see PoolManager), so
+  // they need no band here.
   const band = p.warmEnis > 0 ? 0 : p.warmIps;
   const surplus = Math.max(0, s.total - wantTotal - band);
   return { wantFree, shortfall, surplus: Math.min(surplus, s.free) };

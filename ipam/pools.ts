@@ -468,7 +468,9 @@ export class PoolManager {
         if (other.exhausted?.reason === "eni_limit") this.#clearExhausted(other);
       }
     }
-    if (surplus <= 0) return;
+    // A pool sized in ENIs keeps the addresses of the ENIs it keeps (as the AWS VPC CNI's
+    // WARM_ENI_TARGET does): giving single addresses back only to assign them again is churn.
+    if (surplus <= 0 || (rt.cfg.warmEnis > 0 && rt.cfg.warmIps === 0)) return;
     for (const eni of state.poolEnis(pool).reverse()) {
       if (surplus <= 0) break;
       if (rt.cfg.prefixDelegation) {

@@ -183,7 +183,7 @@ out(
 );
 out("");
 out(
-  "| instance | phase | contender | ADDs | waited on EC2 | p50 wait (s) | p99 wait (s) | failed | EC2 calls | mutating | throttled |",
+  "| instance | phase | contender | ADDs | ADDs that waited | p50 wait (s) | p99 wait (s) | failed | EC2 calls | mutating | throttled |",
 );
 out("|---|---|---|---|---|---|---|---|---|---|---|");
 
@@ -261,6 +261,11 @@ for (const type of TYPES) {
           rate: CHURN_RATE,
         });
         const rss = d.rssKib();
+        const m = await (await fetch(`http://127.0.0.1:${d.port}/metrics`)).text();
+        const own = m.split("\n").filter((l) =>
+          l.startsWith("vpcni_ipam_adds_total") && l.includes('result="waited"')
+        )
+          .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
         rssLine =
           `vpcni daemon RSS on ${type} after ${pairs} ADD/DEL pairs (${
             (HOUR_FRACTION * 60).toFixed(0)
@@ -271,7 +276,8 @@ for (const type of TYPES) {
           `${(rss / 1024).toFixed(1)} MiB (${
             (rssBefore / 1024).toFixed(1)
           } MiB before the churn); ` +
-          `${hour.waited} of ${hour.adds} ADDs waited on EC2, ${hour.failed} failed.`;
+          `${hour.waited} of ${hour.adds} ADDs took over ${WAITED_MS} ms, ${hour.failed} failed; ` +
+          `the daemon counted ${own} ADDs (whole run) that found no free address and waited (for EC2 or a cooldown).`;
       }
       await c.stop();
       if ("cloud" in started) started.cloud.close?.();

@@ -62,8 +62,11 @@ Deno.test("datapath --fix without daemon: uses the checkpoint, or refuses withou
       assert.equal(refused.code, 2, refused.stdout);
       assert.match(
         refused.stderr,
-        /refusing --fix: the daemon is not answering .* no readable checkpoint/,
+        /refusing --fix: the daemon is not answering[\s\S]* no readable\s+checkpoint/,
       );
+      for (const l of refused.stderr.trimEnd().split("\n")) {
+        assert.ok(l.length <= 80, `the refusal fits a terminal: ${l.length}: ${l}`);
+      }
       let rules = await sh(["ip", "rule"], { netns: host.name });
       assert.match(rules, /10\.70\.1\.5/);
       assert.match(rules, /10\.70\.1\.9/);

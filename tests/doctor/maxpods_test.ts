@@ -110,6 +110,11 @@ Deno.test("doctor maxpods prints the number alone, or JSON, and names bad flags"
   assert.equal(bad.code, 2);
   assert.equal(bad.stdout, "");
   assert.match(bad.stderr, /--instance-type: unknown instance type "m5.huge"/);
+  assert.match(bad.stderr.replace(/\s+/g, " "), /m5 comes in m5\.large, m5\.xlarge, m5\.2xlarge,/);
+  const upper = await vpcni(["--instance-type", "M5.XLarge"]);
+  assert.equal(upper.code, 2);
+  assert.match(upper.stderr, /did you mean m5\.xlarge\?/);
+  for (const l of bad.stderr.trimEnd().split("\n")) assert.ok(l.length <= 80, l);
   const badEnis = await vpcni(["--instance-type", "m5.xlarge", "--max-enis", "0"]);
   assert.equal(badEnis.code, 2);
   assert.match(badEnis.stderr, /--max-enis: "0" must be a whole number ≥ 1/);

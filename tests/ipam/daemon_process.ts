@@ -52,11 +52,16 @@ export async function writeChildConfig(
 }
 
 /** Starts `vpcni serve --config <path>`; stderr goes to `<root>/daemon.log`. */
-export function spawnDaemon(root: string, configPath: string, port: number): DaemonProcess {
+export function spawnDaemon(
+  root: string,
+  configPath: string,
+  port: number,
+  env: Record<string, string> = {},
+): DaemonProcess {
   const log = Deno.openSync(`${root}/daemon.log`, { append: true, create: true });
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--no-check", MAIN, "serve", "--config", configPath],
-    env: { AWS_ACCESS_KEY_ID: "test", AWS_SECRET_ACCESS_KEY: "test" },
+    env: { AWS_ACCESS_KEY_ID: "test", AWS_SECRET_ACCESS_KEY: "test", ...env },
     stdin: "null",
     stdout: "null",
     stderr: "piped",

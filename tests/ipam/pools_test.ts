@@ -178,7 +178,7 @@ Deno.test("pools: ENI limit reached → code 11 at once, metric says eni_limit",
   const stack = await startStack(
     standardScenario({ type: "vt.small", maxEnis: 2, ipv4PerEni: 4 }),
     {
-      pools: [{ name: "default", warmEnis: 0, warmIps: 0 }],
+      pools: [{ name: "default", warmEnis: 0, warmIps: 0, ipCooldownSeconds: 8 }],
       addTimeoutSeconds: 15,
     },
   );

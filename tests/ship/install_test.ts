@@ -46,7 +46,11 @@ Deno.test("install writes an executable plugin and the conflist, then reports un
     ];
     const first = await vpcni(args);
     assert.equal(first.code, 0, first.stderr);
-    assert.match(first.stdout, /binary .*\/vpcni: installed \(launcher script/);
+    assert.match(first.stdout, /binary .*\/vpcni: installed\s+\(launcher script/);
+    // Only the temp paths themselves may be longer than a terminal; the details go under them.
+    for (const l of first.stdout.split("\n")) {
+      assert.ok(l.length <= 80 || (l.includes(root) && !l.includes("(")), `${l.length}: ${l}`);
+    }
     assert.match(first.stdout, /conflist .*10-vpcni\.conflist: written/);
 
     // The installed plugin runs from anywhere with kubelet's bare environment.
@@ -113,7 +117,14 @@ Deno.test("install refuses bad flags by name and changes nothing", async () => {
       ],
       [["--chain", "portmap,firewall"], /--chain: "firewall" is not one of/],
       [["--conflist", `${root}/missing.json`], /--conflist: cannot read .*missing\.json/],
-      [["--config", `${root}/missing.yaml`], /--config: cannot read .*missing\.yaml/],
+      [["--config", `${root}/missing.yaml`], /--config: cannot read .*missing\.yaml: no such file/],
+      [["--conflist", root], /--conflist: cannot read .*: it is a directory; name a file/],
+      [
+        ["--cni-version", "9.9.9"],
+        /--cni-version: "9\.9\.9" is not a version vpcni speaks; use one of 0\.3\.0, .*1\.1\.0/,
+      ],
+      [["--mtu"], /^vpcni install: option '--mtu <n>' argument missing\n.*'vpcni install --help'/],
+      [["--no-such-flag"], /^vpcni install: unknown option '--no-such-flag'/],
     ];
     for (const [extra, message] of cases) {
       const r = await vpcni([...base, ...extra]);
@@ -121,6 +132,18 @@ Deno.test("install refuses bad flags by name and changes nothing", async () => {
       assert.match(r.stderr, message);
     }
     await Deno.writeTextFile(`${root}/file`, "x");
+    // A YAML syntax error is named by file:line:column, on one line, with no code excerpt.
+    await Deno.writeTextFile(`${root}/bad.yaml`, "cniVersion: 1.0.0\nplugins: [unclosed\n");
+    await Deno.writeTextFile(`${root}/empty.json`, "{}");
+    for (const flag of ["--conflist", "--config"]) {
+      const bad = await vpcni([...base, flag, `${root}/bad.yaml`]);
+      assert.equal(bad.code, 2, bad.stderr);
+      assert.match(bad.stderr, new RegExp(`^vpcni install: ${flag}: .*bad\\.yaml:3:1: not valid`));
+      assert.equal(bad.stderr.trim().split("\n").length, 1, bad.stderr);
+    }
+    const empty = await vpcni([...base, "--conflist", `${root}/empty.json`]);
+    assert.match(empty.stderr, /empty\.json: cniVersion: missing \(string required\)/);
+    for (const f of ["bad.yaml", "empty.json"]) await Deno.remove(`${root}/${f}`);
     const notDir = await vpcni(["install", "--bin-dir", `${root}/file`, "--conflist-file", conf]);
     assert.equal(notDir.code, 2);
     assert.match(notDir.stderr, /--bin-dir: .*file exists and is not a directory/);

@@ -87,7 +87,22 @@ Deno.test("vpcni sim refuses a bad scenario with file:line: field, and a bad --p
     );
     const missing = await vpcni(["sim", "--scenario", `${dir}/nope.yaml`]).output();
     assert.equal(missing.code, 2);
-    assert.match(new TextDecoder().decode(missing.stderr), /cannot read/);
+    assert.match(
+      new TextDecoder().decode(missing.stderr),
+      /^vpcni sim: --scenario .*nope\.yaml: cannot read: no such file or directory; pass a scenario/,
+    );
+    const log = await vpcni([
+      "sim",
+      "--scenario",
+      `${SCENARIOS}/one-node.yaml`,
+      "--log",
+      `${dir}/no-such-dir/sim.log`,
+    ]).output();
+    assert.equal(log.code, 2, "an unwritable --log is a usage error");
+    assert.match(
+      new TextDecoder().decode(log.stderr),
+      /^vpcni sim: --log .*\/no-such-dir\/sim\.log: cannot open for appending: no such file/,
+    );
     const port = await vpcni(["sim", "--scenario", `${SCENARIOS}/one-node.yaml`, "--port", "http"])
       .output();
     assert.equal(port.code, 2);
