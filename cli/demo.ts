@@ -7,6 +7,8 @@
  * @module
  */
 import type { Command } from "commander";
+import { embeddedLimits } from "../aws/limits.ts";
+import { instanceTypeHint } from "../doctor/limits.ts";
 import { DemoNode, type DemoPod, kernelHasIpvlan } from "./demo_node.ts";
 
 /** Flags of `vpcni demo`. */
@@ -48,6 +50,13 @@ function parseFlags(f: DemoFlags): { pods: number; datapath: string } {
   if (!DATAPATH_CHOICES.includes(f.datapath)) {
     throw new DemoError(`--datapath ${f.datapath}: choose one of ${DATAPATH_CHOICES.join(", ")}`);
   }
+  if (!embeddedLimits(f.instanceType)) {
+    throw new DemoError(
+      `--instance-type ${f.instanceType}: not a known instance type; ${
+        instanceTypeHint(f.instanceType)
+      }`,
+    );
+  }
   return { pods, datapath: f.datapath };
 }
 
@@ -67,9 +76,10 @@ export async function runDemo(f: DemoFlags): Promise<DemoReport> {
     datapath = ipvlan ? "ipvlan-l2" : "veth";
     datapathReason = ipvlan
       ? "this kernel has ipvlan"
-      : "this kernel has no ipvlan; the ipvlan datapaths are tested in the kernel lane";
+      : "no ipvlan in this kernel (the kernel lane tests ipvlan)";
   }
-  say(`vpcni demo: one node on the embedded simulator, datapath ${datapath} (${datapathReason})`);
+  say("vpcni demo: one node on the embedded simulator");
+  say(`      datapath ${datapath}: ${datapathReason}`);
 
   step(1, "starting the EC2 + IMDS simulator, the VPC fabric and the node netns");
   const node = await DemoNode.start({ datapath, instanceType: f.instanceType });
@@ -162,20 +172,12 @@ async function probeAll(node: DemoNode, pods: DemoPod[]): Promise<DemoProbe[]> {
 }
 
 function podTable(pods: DemoPod[]): string {
-  const rows = [["POD", "POOL", "IP", "ENI", "DEV", "SUBNET", "ZONE"]];
+  const rows = [["POD", "POOL", "IP", "ENI", "#", "SUBNET", "ZONE"]];
   for (const p of pods) {
-    rows.push([
-      p.name,
-      p.pool,
-      p.ip,
-      p.eniId,
-      String(p.deviceIndex),
-      `${p.subnetId} ${p.subnetCidr}`,
-      p.zone,
-    ]);
+    rows.push([p.name, p.pool, p.ip, p.eniId, String(p.deviceIndex), p.subnetCidr, p.zone]);
   }
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows.map((r) => "      " + r.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd())
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd())
     .join("\n");
 }
 
@@ -183,7 +185,7 @@ function podTable(pods: DemoPod[]): string {
 export function registerDemo(program: Command): void {
   program.command("demo")
     .description(
-      "run a whole node on the embedded simulator: daemon, pods in two pools through the\n" +
+      "run a whole node on the embedded simulator: daemon, pods in two pools through the " +
         "real CNI path, a connectivity check, then clean up (needs root)",
     )
     .option("--pods <n>", "how many pods to add (2-40)", "6")

@@ -5,7 +5,6 @@
  * @module
  */
 import { Ec2Client, type NetworkInterface } from "../aws/ec2.ts";
-import { DetachNetworkInterfaceCommand, EC2Client as SdkEc2Client } from "@aws-sdk/client-ec2";
 import { ImdsClient } from "../aws/imds.ts";
 import { InstanceLimitsResolver } from "../aws/limits.ts";
 import type { CloudApi, EniDescription, NodeMetadata } from "./cloud.ts";
@@ -68,13 +67,8 @@ export async function createAwsCloud(o: AwsCloudOptions): Promise<CloudApi & { c
       }),
   });
   let first: NodeMetadata | undefined = meta;
-  let direct: SdkEc2Client | undefined;
-  let directCalls = 0;
   return {
-    close: () => {
-      ec2.close();
-      direct?.destroy();
-    },
+    close: () => ec2.close(),
     async nodeMetadata() {
       const m = first ?? await imds.getNodeMetadata();
       first = undefined;
@@ -123,17 +117,10 @@ export async function createAwsCloud(o: AwsCloudOptions): Promise<CloudApi & { c
       try {
         return (await ec2.describeNetworkInterfaces({ ids })).map(toEni);
       } catch (e) {
-        // One unknown id fails the whole call; fall back to one call per id.
+        // By id, one unknown id fails the whole call (and the client waits out EC2's
+        // eventual consistency for ENIs it just created); as a filter, unknown ids are absent.
         if ((e as { code?: string }).code !== "InvalidNetworkInterfaceID.NotFound") throw e;
-        const out: EniDescription[] = [];
-        for (const id of ids) {
-          try {
-            out.push(...(await ec2.describeNetworkInterfaces({ ids: [id] })).map(toEni));
-          } catch (e2) {
-            if ((e2 as { code?: string }).code !== "InvalidNetworkInterfaceID.NotFound") throw e2;
-          }
-        }
-        return out;
+        return (await ec2.describeNetworkInterfaces({ ids, ignoreMissing: true })).map(toEni);
       }
     },
     async createEni(i) {
@@ -146,31 +133,7 @@ export async function createAwsCloud(o: AwsCloudOptions): Promise<CloudApi & { c
         attachmentId: i.attachmentId,
         deleteOnTermination: true,
       }),
-    async detachEni(attachmentId) {
-      try {
-        await ec2.detachNetworkInterface({ attachmentId });
-      } catch (e) {
-        // aws/ec2.ts's id check rejects real attachment ids (`eni-attach-<hex>`): send this
-        // one call through the SDK directly, with a few plain retries, until that is fixed.
-        if (
-          (e as { code?: string }).code !== "InvalidInput" ||
-          !/^eni-attach-[0-9a-f]+$/.test(attachmentId)
-        ) {
-          throw e;
-        }
-        direct ??= new SdkEc2Client({
-          region: ec2.region,
-          endpoint: o.ec2Endpoint,
-          maxAttempts: 6,
-        });
-        directCalls++;
-        try {
-          await direct.send(new DetachNetworkInterfaceCommand({ AttachmentId: attachmentId }));
-        } catch (e2) {
-          if ((e2 as { name?: string }).name !== "InvalidAttachmentID.NotFound") throw e2;
-        }
-      }
-    },
+    detachEni: (attachmentId) => ec2.detachNetworkInterface({ attachmentId }),
     deleteEni: (eniId) => ec2.deleteNetworkInterface(eniId),
     async assignIps({ eniId, count }) {
       return (await ec2.assignPrivateIpAddresses({ eniId, count })).ips;
@@ -181,12 +144,7 @@ export async function createAwsCloud(o: AwsCloudOptions): Promise<CloudApi & { c
     unassignIps: ({ eniId, ips }) => ec2.unassignPrivateIpAddresses({ eniId, ips }),
     unassignPrefixes: ({ eniId, prefixes }) => ec2.unassignPrivateIpAddresses({ eniId, prefixes }),
     callCounts: () => ({
-      calls: directCalls
-        ? new Map([...ec2.metrics.calls, [
-          "DetachNetworkInterface",
-          (ec2.metrics.calls.get("DetachNetworkInterface") ?? 0) + directCalls,
-        ]])
-        : ec2.metrics.calls,
+      calls: ec2.metrics.calls,
       errors: ec2.metrics.errors,
       throttles: ec2.metrics.throttles,
     }),

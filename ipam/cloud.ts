@@ -54,6 +54,7 @@ export interface EniDescription {
   status: string;
   /** Present while attached. */
   attachment?: { id: string; instanceId?: string; deviceIndex: number; status: string };
+  /** Primary address first. */
   privateIps: string[];
   prefixes: string[];
   tags: Record<string, string>;

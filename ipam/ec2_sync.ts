@@ -105,6 +105,7 @@ export async function resyncWithEc2(ctx: GrowthContext, cloud: TrackedCloud): Pr
       changed = true;
       continue;
     }
+    if (!eni.primaryIp && d.privateIps[0]) eni.primaryIp = d.privateIps[0];
     const truth = ipsOf(d);
     for (const ip of truth) {
       if (!eni.ips.has(ip)) {
@@ -142,6 +143,7 @@ export async function resyncWithEc2(ctx: GrowthContext, cloud: TrackedCloud): Pr
       subnetCidr: ctx.subnets.find((s) => s.id === d.subnetId)?.cidr ?? "",
       pool,
       primary: att.deviceIndex === 0,
+      primaryIp: d.privateIps[0] ?? "",
       attachmentId: att.id,
       ips: ipsOf(d),
       prefixes: [...d.prefixes],

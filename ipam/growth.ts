@@ -283,6 +283,7 @@ async function attachAndFill(
     subnetCidr: subnet.cidr,
     pool: pool.name,
     primary: false,
+    primaryIp: created.privateIps[0] ?? "",
     attachmentId,
     ips: new Set(),
     prefixes: [],

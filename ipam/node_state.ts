@@ -20,6 +20,8 @@ export interface ManagedEni {
   pool: string;
   /** Device index 0: never detached; its primary address belongs to the node. */
   primary: boolean;
+  /** The ENI's own primary private address (never handed to a pod); empty if EC2 showed none. */
+  primaryIp: string;
   attachmentId?: string;
   /** Addresses pods may get (secondary IPs, or every address of the delegated prefixes). */
   ips: Set<string>;

@@ -11,6 +11,7 @@ function eni(id: string, deviceIndex: number, ips: string[]): ManagedEni {
     subnetCidr: "10.0.0.0/24",
     pool: "default",
     primary: deviceIndex === 0,
+    primaryIp: `10.0.0.${200 + deviceIndex}`,
     ips: new Set(ips),
     prefixes: [],
   };

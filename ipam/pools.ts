@@ -301,6 +301,7 @@ export class PoolManager {
         subnetCidr: eni.subnetCidr,
         gateway: subnetGateway(eni.subnetCidr),
         routeTable: this.ctx.cfg.routeTableBase + eni.deviceIndex,
+        ...(eni.primaryIp ? { primaryIp: eni.primaryIp } : {}),
       },
       vpcCidrs: this.#o.vpcCidrs,
       nodeIps: this.#o.nodeIps,

@@ -169,6 +169,7 @@ function managedEni(
     subnetCidr: subnets.find((s) => s.id === d.subnetId)?.cidr ?? "",
     pool,
     primary,
+    primaryIp: d.privateIps[0] ?? "",
     attachmentId: d.attachment?.id,
     ips,
     prefixes: [...d.prefixes],

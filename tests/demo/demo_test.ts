@@ -23,20 +23,26 @@ Deno.test("the README's demo command adds pods in two pools, connects them, clea
   const r = await run(["bash", "tools/dev", "demo", "--pods", "4"], { cwd: ROOT });
   const out = r.stdout;
   assert.equal(r.code, 0, `demo exited ${r.code}:\n${out}\n${r.stderr}`);
-  assert.match(out, /datapath (veth|ipvlan-l2) \(this kernel has/);
+  assert.match(
+    out,
+    /^ +datapath (veth|ipvlan-l2): (this kernel has ipvlan|no ipvlan in this kernel)/m,
+  );
   for (const step of [1, 2, 3, 4, 5, 6]) assert.match(out, new RegExp(`^\\[${step}/6\\]`, "m"));
 
   // Four pods, two per pool, each in its pool's subnet and zone.
-  const rows = out.split("\n").filter((l) => /^\s+pod-\d+\s/.test(l)).map((l) =>
+  const rows = out.split("\n").filter((l) => /^pod-\d+\s/.test(l)).map((l) =>
     l.trim().split(/\s+/)
   );
   assert.equal(rows.length, 4, out);
-  for (const [, pool, ip, eni, , subnet, cidr, zone] of rows) {
+  for (const [, pool, ip, eni, , cidr, zone] of rows) {
     assert.equal(zone, pool, `pod in pool ${pool} got a ${zone} subnet`);
     assert.match(eni, /^eni-[0-9a-f]+$/);
-    assert.match(subnet, /^subnet-/);
+    assert.equal(cidr, pool === "public" ? "10.42.16.0/20" : "10.42.32.0/20");
     const prefix = pool === "public" ? "10.42.16." : "10.42.32.";
     assert.ok(ip.startsWith(prefix), `${ip} not in ${cidr}`);
+  }
+  for (const line of out.split("\n")) {
+    assert.ok(line.length <= 80, `demo output wider than 80 columns: ${line}`);
   }
   const ips = rows.map((r) => r[2]);
   assert.equal(new Set(ips).size, ips.length, `an address was handed out twice: ${ips}`);
@@ -48,9 +54,20 @@ Deno.test("the README's demo command adds pods in two pools, connects them, clea
 });
 
 Deno.test("demo refuses a bad flag before touching anything", async () => {
-  const r = await run(["deno", "run", "-A", "--no-check", "main.ts", "demo", "--pods", "1"], {
-    cwd: ROOT,
-  });
-  assert.equal(r.code, 2);
-  assert.match(r.stderr, /--pods 1: give a whole number from 2 to 40/);
+  const before = await demoNamespaces();
+  for (
+    const [args, message] of [
+      [["--pods", "1"], /--pods 1: give a whole number from 2 to 40/],
+      [["--datapath", "vxlan"], /--datapath vxlan: choose one of auto, veth/],
+      [["--instance-type", "M5.Large"], /--instance-type M5.Large: .*did you mean m5.large\?/],
+    ] as const
+  ) {
+    const r = await run(["deno", "run", "-A", "--no-check", "main.ts", "demo", ...args], {
+      cwd: ROOT,
+    });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, message);
+    assert.equal(r.stdout, "");
+  }
+  assert.deepEqual(await demoNamespaces(), before);
 });

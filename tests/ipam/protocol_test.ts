@@ -42,6 +42,13 @@ Deno.test("protocol: the plugin's IpamClient speaks to `vpcni serve` (add, check
     const alloc = await a;
     assert.ok(inCidr(alloc.ip, alloc.eni.subnetCidr));
     assert.equal(alloc.eni.routeTable, 100 + alloc.eni.deviceIndex);
+    // The ENI's own primary address rides along: the datapath puts it on a secondary ENI's
+    // link so ARP from that link carries a sender address the VPC accepts.
+    const simEni = sim.state.enis.get(alloc.eni.id)!;
+    const simPrimary = simEni.privateIps.find((p) => p.primary)?.address;
+    assert.ok(simPrimary, `sim shows no primary address on ${alloc.eni.id}`);
+    assert.equal(alloc.eni.primaryIp, simPrimary);
+    assert.notEqual(alloc.ip, alloc.eni.primaryIp);
     const c = await client.check({ op: "check", ...key });
     assert.equal(c.ip, alloc.ip);
     const st = await client.status({ op: "status" });
@@ -78,6 +85,7 @@ Deno.test("protocol: prefix delegation hands out addresses of a delegated /28", 
     assert.ok(r.ok && "allocation" in r, JSON.stringify(r));
     const eni = stack.sim.state.enis.get(r.allocation.eni.id)!;
     const prefixes = eni.prefixes.map((p) => p.cidr);
+    assert.equal(r.allocation.eni.primaryIp, eni.privateIps.find((p) => p.primary)?.address);
     assert.ok(prefixes.length >= 1, "EC2 delegated a prefix");
     assert.ok(
       prefixes.some((p) => inCidr(r.allocation.ip, p)),
