@@ -19,6 +19,30 @@ import { createIpvlan, createVeth, setLinkUp } from "../netlink/link.ts";
 import { install } from "./install.ts";
 import { DEMO_INSTANCE, demoDaemonConfig, demoScenario } from "./demo_world.ts";
 
+/** Where the VPC (the simulator) says an address lives. */
+export interface EniHome {
+  eniId: string;
+  instanceId: string;
+  deviceIndex: number;
+  /** True when the address is the ENI's primary address (never a pod's). */
+  primary: boolean;
+  subnetId: string;
+  subnetCidr: string;
+  zone: string;
+}
+
+/** How to build the node. */
+export interface DemoNodeOptions {
+  datapath: string;
+  instanceType: string;
+  /** Prefix of every netns name (`<prefix>-node`, `<prefix>-vpc`, `<prefix>-<pod>`). */
+  prefix?: string;
+  /** cniVersion of the installed conflist (containerd 1.6 speaks up to 1.0.0). */
+  cniVersion?: string;
+  /** Host-side link name prefix of the pods (1-4 characters). */
+  hostVethPrefix?: string;
+}
+
 /** One pod of the demo, after ADD. */
 export interface DemoPod {
   name: string;
@@ -72,6 +96,7 @@ export class DemoNode {
   readonly nodeNetns: string;
   readonly nodePath: string;
   readonly binDir: string;
+  readonly confDir: string;
   readonly conflistFile: string;
   readonly stateDir: string;
   readonly socketPath: string;
@@ -80,7 +105,9 @@ export class DemoNode {
   #forwards: NetnsForward[];
   #daemon?: Deno.ChildProcess;
   #podNetns: string[] = [];
-  #tag: string;
+  #prefix: string;
+  #cniVersion: string;
+  #hostVethPrefix: string;
 
   private constructor(init: {
     sim: SimServer;
@@ -88,8 +115,8 @@ export class DemoNode {
     root: string;
     nodeNetns: string;
     forwards: NetnsForward[];
-    datapath: string;
-    tag: string;
+    options: DemoNodeOptions;
+    prefix: string;
   }) {
     this.sim = init.sim;
     this.fabric = init.fabric;
@@ -97,27 +124,30 @@ export class DemoNode {
     this.nodeNetns = init.nodeNetns;
     this.nodePath = `/run/netns/${init.nodeNetns}`;
     this.binDir = `${init.root}/bin`;
-    this.conflistFile = `${init.root}/net.d/10-vpcni.conflist`;
+    this.confDir = `${init.root}/net.d`;
+    this.conflistFile = `${this.confDir}/10-vpcni.conflist`;
     this.stateDir = `${init.root}/state`;
     this.socketPath = `${init.root}/ipam.sock`;
     this.daemonLog = `${init.root}/daemon.log`;
     this.#forwards = init.forwards;
-    this.datapath = init.datapath;
-    this.#tag = init.tag;
+    this.datapath = init.options.datapath;
+    this.#prefix = init.prefix;
+    this.#cniVersion = init.options.cniVersion ?? "1.1.0";
+    this.#hostVethPrefix = init.options.hostVethPrefix ?? "vpc";
   }
 
   /** Starts the simulator, the fabric and the node netns (no daemon yet). */
-  static async start(o: { datapath: string; instanceType: string }): Promise<DemoNode> {
-    const tag = `${Deno.pid}`;
-    const root = await Deno.makeTempDir({ prefix: "vpcni-demo-" });
+  static async start(o: DemoNodeOptions): Promise<DemoNode> {
+    const prefix = o.prefix ?? `vpcni-demo-${Deno.pid}`;
+    const root = await Deno.makeTempDir({ prefix: `${prefix}-` });
     const sim = await startSim({ scenario: demoScenario(o.instanceType) });
-    const nodeNetns = `vpcni-demo-node-${tag}`;
+    const nodeNetns = `${prefix}-node`;
     let fabric: Fabric | undefined;
     try {
       const nodePath = createNamedNetns(nodeNetns);
       using s = NetlinkSocket.openIn(nodePath);
       setLinkUp(s, "lo");
-      fabric = await Fabric.create({ name: `vpcni-demo-vpc-${tag}` });
+      fabric = await Fabric.create({ name: `${prefix}-vpc` });
       fabric.addNode({ instanceId: DEMO_INSTANCE, netns: nodeNetns });
       fabric.follow(sim);
       await fabric.sync(sim.state);
@@ -127,7 +157,7 @@ export class DemoNode {
         forwardIntoNetns(nodePath, sim.ec2Endpoint),
         forwardIntoNetns(nodePath, sim.imdsEndpointFor(DEMO_INSTANCE)),
       ];
-      return new DemoNode({ sim, fabric, root, nodeNetns, forwards, datapath: o.datapath, tag });
+      return new DemoNode({ sim, fabric, root, nodeNetns, forwards, options: o, prefix });
     } catch (e) {
       await fabric?.destroy().catch(() => {});
       deleteNamedNetns(nodeNetns);
@@ -167,8 +197,8 @@ export class DemoNode {
       networkName: "vpcni",
       mtu: "9001",
       serviceCidr: [],
-      hostVethPrefix: "vpc",
-      cniVersion: "1.1.0",
+      hostVethPrefix: this.#hostVethPrefix,
+      cniVersion: this.#cniVersion,
     });
     const [cmd, ...args] = selfCommand();
     const log = await Deno.open(this.daemonLog, { create: true, write: true, truncate: true });
@@ -206,12 +236,13 @@ export class DemoNode {
     pod: { containerId: string; netns: string; ifName: string; name?: string },
     annotations: Record<string, string> = {},
   ): Promise<{ code: number; stdout: string }> {
-    const conflist = JSON.parse(await Deno.readTextFile(this.conflistFile));
+    const conflist = await this.conflist();
     const plugin = conflist.plugins[0];
     const conf = {
       ...plugin,
       name: conflist.name,
-      cniVersion: conflist.cniVersion,
+      // STATUS is a CNI 1.1 verb, whatever version the conflist keeps for its runtime.
+      cniVersion: command === "STATUS" ? "1.1.0" : conflist.cniVersion,
       runtimeConfig: { "io.kubernetes.cri.pod-annotations": annotations },
     };
     const env: Record<string, string> = {
@@ -240,12 +271,19 @@ export class DemoNode {
     return { code: out.code, stdout: new TextDecoder().decode(out.stdout) };
   }
 
+  /** The conflist `vpcni install` wrote, parsed. */
+  async conflist(): Promise<
+    { cniVersion: string; name: string; plugins: Record<string, unknown>[] }
+  > {
+    return JSON.parse(await Deno.readTextFile(this.conflistFile));
+  }
+
   /** Creates a pod netns and ADDs it; throws with the plugin's error JSON on failure. */
   async addPod(name: string, pool?: string): Promise<DemoPod> {
-    const netns = `vpcni-demo-${name}-${this.#tag}`;
+    const netns = `${this.#prefix}-${name}`;
     const path = createNamedNetns(netns);
     this.#podNetns.push(netns);
-    const containerId = `demo${name.replace(/[^a-z0-9]/g, "")}${this.#tag}`;
+    const containerId = `${this.#prefix}-${name}`.replace(/[^A-Za-z0-9]/g, "");
     const annotations: Record<string, string> = pool ? { "vpcni.io/pool": pool } : {};
     const r = await this.cni(
       "ADD",
@@ -255,7 +293,15 @@ export class DemoNode {
     if (r.code !== 0) throw new Error(`ADD ${name} failed: ${r.stdout.trim()}`);
     const result = JSON.parse(r.stdout);
     const ip = String(result.ips[0].address).split("/")[0];
-    return { name, netns: path, containerId, pool: pool ?? "internal", ip, ...this.#whereIs(ip) };
+    const home = this.whereIs(ip);
+    if (!home) {
+      throw new Error(
+        `no ENI in the VPC holds ${ip}: the daemon returned an address EC2 never gave`,
+      );
+    }
+    const { eniId, deviceIndex, subnetId, subnetCidr, zone } = home;
+    const where = { eniId, deviceIndex, subnetId, subnetCidr, zone };
+    return { name, netns: path, containerId, pool: pool ?? "internal", ip, ...where };
   }
 
   /** DELs a pod through the plugin and removes its netns. */
@@ -268,19 +314,30 @@ export class DemoNode {
   }
 
   /** Which ENI and subnet hold `ip`, as the VPC (the simulator) sees it. */
-  #whereIs(ip: string): Omit<DemoPod, "name" | "netns" | "containerId" | "pool" | "ip"> {
+  whereIs(ip: string): EniHome | undefined {
     for (const eni of this.sim.state.enis.values()) {
-      if (!eni.privateIps.some((p) => p.address === ip)) continue;
+      const held = eni.privateIps.find((p) => p.address === ip);
+      if (!held) continue;
       const subnet = this.sim.state.subnets.get(eni.subnetId)!;
       return {
         eniId: eni.id,
+        instanceId: eni.attachment?.instanceId ?? "",
         deviceIndex: eni.attachment?.deviceIndex ?? -1,
+        primary: held.primary,
         subnetId: eni.subnetId,
         subnetCidr: formatCidr(subnet.cidr),
         zone: subnet.tags.get("zone") ?? "",
       };
     }
-    throw new Error(`no ENI in the VPC holds ${ip}: the daemon returned an address EC2 never gave`);
+    return undefined;
+  }
+
+  /** The CIDRs of the subnets tagged `zone=<zone>` in the node's AZ. */
+  subnetsOfZone(zone: string): string[] {
+    const az = this.sim.state.instance(DEMO_INSTANCE).az;
+    return [...this.sim.state.subnets.values()]
+      .filter((s) => s.tags.get("zone") === zone && s.az === az)
+      .map((s) => formatCidr(s.cidr));
   }
 
   /** Pings `to` once from inside `fromNetns` (a path); true when it answered. */

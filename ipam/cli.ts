@@ -9,6 +9,15 @@ import type { Command } from "commander";
 import { ConfigError, type ConfigOverrides, KNOBS, loadConfig } from "./config.ts";
 import { log, setupLogging } from "./log.ts";
 
+/** `description (env NAME) (default: value)` for a flag that sets a documented knob. */
+function knobHelp(knob: string, description: string): string {
+  const k = KNOBS.find((x) => x.knob === knob);
+  if (!k) throw new Error(`no knob ${knob}`);
+  const env = k.env ? ` (env ${k.env})` : "";
+  const def = k.def.startsWith("(") ? k.def.slice(1, -1) : k.def;
+  return `${description}${env} (default: ${def})`;
+}
+
 interface ServeFlags extends ConfigOverrides {
   config?: string;
   checkConfig?: boolean;
@@ -21,15 +30,18 @@ export function registerServe(program: Command): void {
   program.command("serve")
     .description("run the IPAM daemon (unix socket API for the plugin, loopback introspection)")
     .option("--config <file>", "daemon configuration file (YAML or JSON)")
-    .option("--cluster-name <name>", "cluster name tagged on created ENIs (env VPCNI_CLUSTER_NAME)")
-    .option("--datapath <name>", "ipvlan-l2 | ipvlan-l3s | veth (env VPCNI_DATAPATH)")
-    .option("--socket <path>", "unix socket for the CNI plugin (env VPCNI_SOCKET)")
-    .option("--state-dir <dir>", "checkpoint directory (env VPCNI_STATE_DIR)")
-    .option("--listen <host:port>", "loopback introspection/metrics address (env VPCNI_LISTEN)")
-    .option("--region <region>", "EC2 region (env AWS_REGION; default from IMDS)")
-    .option("--ec2-endpoint <url>", "EC2 endpoint override (env VPCNI_EC2_ENDPOINT)")
-    .option("--imds-endpoint <url>", "IMDS endpoint (env AWS_EC2_METADATA_SERVICE_ENDPOINT)")
-    .option("--log-level <level>", "debug | info | warning | error (env VPCNI_LOG_LEVEL)")
+    .option(
+      "--cluster-name <name>",
+      knobHelp("clusterName", "cluster name tagged on created ENIs"),
+    )
+    .option("--datapath <name>", knobHelp("datapath", "ipvlan-l2 | ipvlan-l3s | veth"))
+    .option("--socket <path>", knobHelp("socketPath", "unix socket for the CNI plugin"))
+    .option("--state-dir <dir>", knobHelp("stateDir", "checkpoint directory"))
+    .option("--listen <host:port>", knobHelp("listen", "loopback introspection/metrics address"))
+    .option("--region <region>", knobHelp("region", "EC2 region"))
+    .option("--ec2-endpoint <url>", knobHelp("ec2Endpoint", "EC2 endpoint override"))
+    .option("--imds-endpoint <url>", knobHelp("imdsEndpoint", "IMDS endpoint"))
+    .option("--log-level <level>", knobHelp("logLevel", "debug | info | warning | error"))
     .option("--check-config", "validate the configuration, print it as JSON and exit")
     .option("--list-knobs", "print every knob with its default and exit")
     .action(async (flags: ServeFlags) => {
@@ -54,7 +66,9 @@ export function registerServe(program: Command): void {
       } catch (e) {
         if (e instanceof ConfigError) {
           console.error(
-            `vpcni serve: ${e.message}\nThe daemon did not start; fix the knobs above.`,
+            e.knobs
+              ? `vpcni serve: ${e.message}\nThe daemon did not start; fix the knobs above.`
+              : `vpcni serve: ${e.message}`,
           );
           Deno.exitCode = 2;
           return;

@@ -132,13 +132,28 @@ export type PoolConfig = DaemonConfig["pools"][number];
 
 /** A configuration that cannot be used; `problems` names each bad knob. */
 export class ConfigError extends Error {
-  /** One line per bad knob, each starting with the knob's path. */
+  /** One line per bad knob, each starting with the knob's path (or the flag that set it). */
   readonly problems: string[];
-  /** Builds the error from its problem lines and the source it came from. */
-  constructor(source: string, problems: string[]) {
-    super(`invalid configuration (${source}):\n  ${problems.join("\n  ")}`);
+  /** True when the problems are knobs (as opposed to a file that cannot be read or parsed). */
+  readonly knobs: boolean;
+  /**
+   * Builds the error from its problem lines and the source it came from; with `source`
+   * undefined, the single problem is a file-level one and is the whole message.
+   */
+  constructor(source: string | undefined, problems: string[]) {
+    super(
+      source === undefined
+        ? problems.join("; ")
+        : `invalid configuration (${source}):\n  ${problems.join("\n  ")}`,
+    );
     this.name = "ConfigError";
     this.problems = problems;
+    this.knobs = source !== undefined;
+  }
+
+  /** A file-level problem told in one line (`file:line:col: message`, `--config x: …`). */
+  static file(line: string): ConfigError {
+    return new ConfigError(undefined, [line]);
   }
 }
 
@@ -305,23 +320,108 @@ const ENV_KEYS: [keyof ConfigOverrides, string][] = [
   ["logLevel", "VPCNI_LOG_LEVEL"],
 ];
 
-/** Reads a config file's text as YAML (a superset of JSON); errors name the file and line. */
+/**
+ * Reads a config file's text as YAML (a superset of JSON). A syntax error is one line,
+ * `file:line:col: message`, like a compiler's.
+ */
 export function parseConfigText(text: string, source: string): unknown {
   try {
     return parseYaml(text) ?? {};
   } catch (e) {
-    throw new ConfigError(source, [`not valid YAML/JSON: ${(e as Error).message}`]);
+    const err = e as Error & { linePos?: { line: number; col: number }[] };
+    // The yaml library appends " at line L, column C:" and a multi-line excerpt.
+    const message = err.message.split("\n")[0].replace(/ at line \d+, column \d+:?$/, "");
+    const pos = err.linePos?.[0];
+    const where = pos ? `${source}:${pos.line}:${pos.col}` : source;
+    throw ConfigError.file(`${where}: not valid YAML/JSON: ${message}`);
   }
 }
 
-/** Formats zod issues as `path: message` lines. */
-function issueLines(err: z.ZodError): string[] {
+/** Where a top-level knob's value came from, when not from the file. */
+type Origin = { kind: "flag" | "env"; name: string };
+
+/** The value at `path` inside `root`, if any. */
+function valueAt(root: unknown, path: PropertyKey[]): unknown {
+  let v = root;
+  for (const k of path) {
+    if (v === null || typeof v !== "object") return undefined;
+    v = (v as Record<PropertyKey, unknown>)[k];
+  }
+  return v;
+}
+
+/** A value as a message quotes it: strings in quotes, others by kind and value. */
+function shown(v: unknown): string {
+  if (typeof v === "string") return JSON.stringify(v);
+  if (v === null || v === undefined) return String(v);
+  if (Array.isArray(v)) return "a list";
+  if (typeof v === "object") return "a mapping";
+  return `${typeof v} ${String(v)}`;
+}
+
+const TYPE_NAMES: Record<string, string> = {
+  int: "a whole number",
+  number: "a number",
+  string: "a string",
+  boolean: "true or false",
+  array: "a list",
+  object: "a mapping",
+};
+
+/** One zod issue in words a user reads: what the knob must be, and what it got. */
+function issueMessage(i: z.core.$ZodIssue, value: unknown): string {
+  const got = `; got ${shown(value)}`;
+  switch (i.code) {
+    case "invalid_value":
+      return `must be one of ${i.values.map(String).join(", ")}${got}`;
+    case "invalid_type":
+      if (value === undefined) return "is required";
+      return `must be ${TYPE_NAMES[i.expected] ?? i.expected}${got}`;
+    case "too_small":
+      if (i.origin === "string") {
+        return Number(i.minimum) <= 1
+          ? `must not be empty`
+          : `needs at least ${i.minimum} characters`;
+      }
+      if (i.origin === "array") return `needs at least ${i.minimum} entries`;
+      return `must be ${i.inclusive ? "at least" : "greater than"} ${i.minimum}${got}`;
+    case "too_big":
+      if (i.origin === "string") return `must be at most ${i.maximum} characters`;
+      if (i.origin === "array") return `takes at most ${i.maximum} entries`;
+      return `must be ${i.inclusive ? "at most" : "less than"} ${i.maximum}${got}`;
+    case "invalid_format":
+      if (i.format === "starts_with") {
+        const prefix = (i as { prefix?: string }).prefix ?? "/";
+        return `must be an absolute path (start with "${prefix}")${got}`;
+      }
+      if (i.format === "url") return `must be an http:// or https:// URL${got}`;
+      if (i.format === "regex" && !i.message.startsWith("Invalid")) return `${i.message}${got}`;
+      return `has the wrong form${got}`;
+    case "unrecognized_keys":
+      return `unknown knob(s): ${i.keys.join(", ")}`;
+    case "invalid_union":
+      return `${i.message.replace(/^Invalid input$/, "not one of the accepted forms")}${got}`;
+    default:
+      return i.message;
+  }
+}
+
+/**
+ * Formats zod issues as `name: message` lines. The name is the flag when a flag set the
+ * knob (the user typed `--log-level`, not `logLevel`), else the knob's path.
+ */
+function issueLines(
+  err: z.ZodError,
+  merged: Record<string, unknown>,
+  origins: Map<string, Origin>,
+): string[] {
   return err.issues.map((i) => {
+    const origin = typeof i.path[0] === "string" ? origins.get(i.path[0]) : undefined;
     const path = i.path.map((p) => typeof p === "number" ? `[${p}]` : `.${String(p)}`)
       .join("").replace(/^\./, "");
-    let msg = i.message;
-    if (i.code === "unrecognized_keys") msg = `unknown knob(s): ${i.keys.join(", ")}`;
-    return `${path || "(top level)"}: ${msg}`;
+    const name = origin?.kind === "flag" ? origin.name : path || "(top level)";
+    const from = origin?.kind === "env" ? ` (from ${origin.name})` : "";
+    return `${name}: ${issueMessage(i, valueAt(merged, i.path))}${from}`;
   });
 }
 
@@ -339,15 +439,22 @@ export function resolveConfig(
     throw new ConfigError(source, ["(top level): expected a mapping of knobs"]);
   }
   const merged: Record<string, unknown> = { ...fileContent as Record<string, unknown> };
+  const origins = new Map<string, Origin>();
   for (const [key, name] of ENV_KEYS) {
     const v = env[name];
-    if (v !== undefined && v !== "") merged[key] = v;
+    if (v !== undefined && v !== "") {
+      merged[key] = v;
+      origins.set(key, { kind: "env", name });
+    }
   }
   for (const [key, v] of Object.entries(flags)) {
-    if (v !== undefined) merged[key] = v;
+    if (v === undefined) continue;
+    merged[key] = v;
+    const flag = KNOBS.find((k) => k.knob === key)?.flag;
+    if (flag) origins.set(key, { kind: "flag", name: flag });
   }
   const r = configSchema.safeParse(merged);
-  if (!r.success) throw new ConfigError(source, issueLines(r.error));
+  if (!r.success) throw new ConfigError(source, issueLines(r.error, merged, origins));
   return r.data;
 }
 
@@ -363,11 +470,24 @@ export async function loadConfig(
     try {
       text = await Deno.readTextFile(path);
     } catch (e) {
-      throw new ConfigError(path, [`cannot read --config file: ${(e as Error).message}`]);
+      throw ConfigError.file(`--config ${path}: ${unreadableReason(e)}`);
     }
     content = parseConfigText(text, path);
   }
   return resolveConfig(content, env, flags, path ?? "defaults, environment and flags");
+}
+
+/** Why a config file cannot be read, and what to do, in a few words. */
+function unreadableReason(e: unknown): string {
+  if (e instanceof Deno.errors.NotFound) return "no such file; check the path";
+  if (e instanceof Deno.errors.PermissionDenied) {
+    return "permission denied; make it readable by the user the daemon runs as";
+  }
+  if (e instanceof Deno.errors.IsADirectory) return "is a directory; give the file inside it";
+  if (e instanceof TypeError || e instanceof Deno.errors.InvalidData) {
+    return "not UTF-8 text; give a YAML or JSON file";
+  }
+  return (e as Error).message.replace(/:? ?(readfile|open) '.*'$/, "");
 }
 
 /** The default pool's name. */

@@ -12,14 +12,19 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { RUNTIME_NETWORK, RuntimeNode } from "../helpers/runtime_node.ts";
+import {
+  nodeCheckpoint,
+  RUNTIME_HOST_VETH_PREFIX,
+  RUNTIME_NETWORK,
+  type RuntimeNode,
+  startRuntimeNode,
+} from "../helpers/runtime_node.ts";
 import { Containerd, runtimeBinaries } from "../helpers/runtime_containerd.ts";
 import { ipJson, run } from "../helpers/sh.ts";
 import { DEMO_INSTANCE } from "../../cli/demo_world.ts";
 
 const TAG = `vrt${Deno.pid % 100000}`;
-/** hostVethPrefix the helper installs with: every host-side pod link starts with it. */
-const HOST_VETH_PREFIX = "vrt";
+const HOST_VETH_PREFIX = RUNTIME_HOST_VETH_PREFIX;
 
 interface PodStatus {
   status: {
@@ -75,18 +80,16 @@ Deno.test({
     assert.equal(Deno.uid(), 0, "the runtime test needs root (namespaces, containerd)");
     runtimeBinaries(); // fails here, listing what to install, before anything is created
 
-    const node = await RuntimeNode.start(TAG);
+    const node = await startRuntimeNode(TAG);
     let containerd: Containerd | undefined;
     let cleanupProblems: string[] = [];
     try {
-      await node.startDaemon();
       const conflist = await node.conflist();
       assert.deepEqual(
         conflist.plugins[0].capabilities,
         { "io.kubernetes.cri.pod-annotations": true },
         "containerd passes pod annotations only to a plugin that declares the capability",
       );
-      await node.waitReady(90_000);
 
       containerd = await Containerd.start({
         nodePath: node.nodePath,
@@ -162,7 +165,7 @@ Deno.test({
       assert.notEqual(pods[0].ip, pods[1].ip);
 
       // The daemon recorded both, with the pod identity containerd passed in CNI_ARGS.
-      const cp = await node.checkpoint();
+      const cp = await nodeCheckpoint(node);
       for (const p of pods) {
         const a = cp.allocations.find((x) => x.containerId === p.id);
         assert.ok(a, `the checkpoint has no allocation for sandbox ${p.id}`);
@@ -213,7 +216,7 @@ Deno.test({
         `containerd's error does not name the pool: ${bad.stderr}`,
       );
       assert.deepEqual(await hostPodLinks(node), linksBefore, "the failed ADD left a host veth");
-      const afterBad = await node.checkpoint();
+      const afterBad = await nodeCheckpoint(node);
       assert.equal(afterBad.allocations.length, 2, "the failed ADD kept an allocation");
       assert.equal(
         (await containerd.crictlOk(["pods", "-q"])).trim().split("\n").length,
@@ -224,7 +227,7 @@ Deno.test({
       // Stopping a sandbox tears its network down: every address goes back (into cooldown)
       // and nothing is left on the node. Removing it then drops the sandbox itself.
       for (const p of pods) await containerd.crictlOk(["stopp", p.id]);
-      const after = await node.checkpoint();
+      const after = await nodeCheckpoint(node);
       for (const p of pods) {
         assert.equal(
           after.allocations.find((x) => x.containerId === p.id),
