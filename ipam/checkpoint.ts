@@ -52,6 +52,27 @@ export type CooldownRecord = z.infer<typeof cooldownSchema>;
 /** The whole checkpoint. */
 export type Checkpoint = z.infer<typeof checkpointSchema>;
 
+/**
+ * A checkpoint that cannot be read. The daemon refuses to start rather than guess which pod
+ * holds which address; the message names the file, the fault and the way out.
+ */
+export class CorruptCheckpointError extends Error {
+  /** The checkpoint's path. */
+  readonly path: string;
+  /** Builds the message from the path and what is wrong with the file. */
+  constructor(path: string, fault: string) {
+    super(
+      `checkpoint ${path} cannot be used: ${fault}. The daemon will not guess which pod holds ` +
+        `which address, so it does not start. Way out: drain the node (kubectl drain), move ` +
+        `the file aside (mv ${path} ${path}.bad) and restart; with no checkpoint the daemon ` +
+        `rebuilds its pools from EC2 and treats every address EC2 assigns as free, so a pod ` +
+        `still running on the node could see its address handed to a new pod.`,
+    );
+    this.name = "CorruptCheckpointError";
+    this.path = path;
+  }
+}
+
 /** Reads the checkpoint; `undefined` when there is none. A corrupt file is an error. */
 export async function readCheckpoint(stateDir: string): Promise<Checkpoint | undefined> {
   const path = `${stateDir}/${CHECKPOINT_FILE}`;
@@ -66,7 +87,7 @@ export async function readCheckpoint(stateDir: string): Promise<Checkpoint | und
   try {
     raw = JSON.parse(text);
   } catch (e) {
-    throw new Error(`checkpoint ${path} is not JSON: ${(e as Error).message}`);
+    throw new CorruptCheckpointError(path, `not JSON (${(e as Error).message})`);
   }
   if (raw && typeof raw === "object" && "version" in raw && raw.version !== CHECKPOINT_VERSION) {
     throw new Error(
@@ -76,7 +97,9 @@ export async function readCheckpoint(stateDir: string): Promise<Checkpoint | und
   }
   const r = checkpointSchema.safeParse(raw);
   if (!r.success) {
-    throw new Error(`checkpoint ${path} is malformed: ${r.error.issues[0]?.message}`);
+    const i = r.error.issues[0];
+    const at = i?.path.length ? ` at ${i.path.join(".")}` : "";
+    throw new CorruptCheckpointError(path, `malformed${at} (${i?.message})`);
   }
   return r.data;
 }

@@ -10,11 +10,11 @@ import { ConfigError, type ConfigOverrides, KNOBS, loadConfig } from "./config.t
 import { log, setupLogging } from "./log.ts";
 
 /** `description (env NAME) (default: value)` for a flag that sets a documented knob. */
-function knobHelp(knob: string, description: string): string {
+function knobHelp(knob: string, description: string, shownDefault?: string): string {
   const k = KNOBS.find((x) => x.knob === knob);
   if (!k) throw new Error(`no knob ${knob}`);
   const env = k.env ? ` (env ${k.env})` : "";
-  const def = k.def.startsWith("(") ? k.def.slice(1, -1) : k.def;
+  const def = shownDefault ?? (k.def.startsWith("(") ? k.def.slice(1, -1) : k.def);
   return `${description}${env} (default: ${def})`;
 }
 
@@ -39,7 +39,10 @@ export function registerServe(program: Command): void {
     .option("--state-dir <dir>", knobHelp("stateDir", "checkpoint directory"))
     .option("--listen <host:port>", knobHelp("listen", "loopback introspection/metrics address"))
     .option("--region <region>", knobHelp("region", "EC2 region"))
-    .option("--ec2-endpoint <url>", knobHelp("ec2Endpoint", "EC2 endpoint override"))
+    .option(
+      "--ec2-endpoint <url>",
+      knobHelp("ec2Endpoint", "EC2 endpoint override", "the region's public endpoint"),
+    )
     .option("--imds-endpoint <url>", knobHelp("imdsEndpoint", "IMDS endpoint"))
     .option("--log-level <level>", knobHelp("logLevel", "debug | info | warning | error"))
     .option("--check-config", "validate the configuration, print it as JSON and exit")

@@ -356,7 +356,7 @@ function shown(v: unknown): string {
   if (v === null || v === undefined) return String(v);
   if (Array.isArray(v)) return "a list";
   if (typeof v === "object") return "a mapping";
-  return `${typeof v} ${String(v)}`;
+  return String(v);
 }
 
 const TYPE_NAMES: Record<string, string> = {
@@ -483,7 +483,9 @@ function unreadableReason(e: unknown): string {
   if (e instanceof Deno.errors.PermissionDenied) {
     return "permission denied; make it readable by the user the daemon runs as";
   }
-  if (e instanceof Deno.errors.IsADirectory) return "is a directory; give the file inside it";
+  if (e instanceof Deno.errors.IsADirectory) {
+    return "is a directory; give the path of a YAML or JSON file";
+  }
   if (e instanceof TypeError || e instanceof Deno.errors.InvalidData) {
     return "not UTF-8 text; give a YAML or JSON file";
   }

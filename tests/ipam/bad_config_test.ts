@@ -6,7 +6,9 @@
 import assert from "node:assert/strict";
 import { stringify } from "yaml";
 import { startSim } from "../../aws/sim/mod.ts";
-import { INSTANCE, standardScenario, tempRoot } from "./harness.ts";
+import { INSTANCE, standardScenario, startDaemonOn, startStack, tempRoot } from "./harness.ts";
+import { randomPort, spawnDaemon, writeChildConfig } from "./daemon_process.ts";
+import { CHECKPOINT_FILE } from "../../ipam/checkpoint.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
@@ -32,9 +34,13 @@ Deno.test("bad config: each invalid knob is named and nothing starts", async () 
     const base = { socketPath: `${root}/ipam.sock`, stateDir: `${root}/state` };
     const cases: [string, Record<string, unknown>, RegExp][] = [
       ["unknown top-level knob", { colour: 1 }, /unknown knob\(s\): colour/],
-      ["bad datapath", { datapath: "vxlan" }, /datapath: Invalid option/],
+      [
+        "bad datapath",
+        { datapath: "vxlan" },
+        /datapath: must be one of ipvlan-l2, ipvlan-l3s, veth; got "vxlan"/,
+      ],
       ["non-loopback listen", { listen: "0.0.0.0:61679" }, /listen: must be a loopback address/],
-      ["relative socket", { socketPath: "x.sock" }, /socketPath: .*must start with "\/"/],
+      ["relative socket", { socketPath: "x.sock" }, /socketPath: must be an absolute path/],
       ["bad pool name", { pools: [{ name: "Pods!" }] }, /pools\[0\]\.name: must be a DNS label/],
       [
         "bad selector",
@@ -80,10 +86,10 @@ Deno.test("bad config: each invalid knob is named and nothing starts", async () 
     assert.match(flag.stderr, /listen: must be a loopback/);
     const env = await serve(["--check-config"], { VPCNI_LOG_LEVEL: "loud" });
     assert.equal(env.code, 2);
-    assert.match(env.stderr, /logLevel: Invalid option/);
-    const yaml = await serve(["--config", `${root}/nope.yaml`]);
-    assert.equal(yaml.code, 2);
-    assert.match(yaml.stderr, /nope\.yaml.*cannot read --config file/s);
+    assert.match(
+      env.stderr,
+      /logLevel: must be one of debug, info, warning, error; got "loud" \(from VPCNI_LOG_LEVEL\)/,
+    );
   } finally {
     await Deno.remove(root, { recursive: true }).catch(() => {});
   }
@@ -136,6 +142,134 @@ Deno.test("bad config: knobs wrong against the VPC refuse start, naming the knob
     }
     const created = [...sim.state.enis.values()].filter((e) => e.tags.has("vpcni.io/cluster"));
     assert.equal(created.length, 0, "a refused start touched nothing in EC2");
+  } finally {
+    await sim.close();
+    await Deno.remove(root, { recursive: true }).catch(() => {});
+  }
+});
+
+Deno.test("bad config: help shows defaults; file errors are one line naming file and fix", async () => {
+  const root = await tempRoot();
+  try {
+    const help = await serve(["--help"]);
+    assert.equal(help.code, 0, help.stderr);
+    const text = help.stdout.replace(/\s+/g, " ");
+    for (
+      const want of [
+        /--socket <path> .*\(default: \/run\/vpcni\/ipam\.sock\)/,
+        /--state-dir <dir> .*\(default: \/var\/lib\/vpcni\)/,
+        /--listen <host:port> .*\(default: 127\.0\.0\.1:61679\)/,
+        /--datapath <name> .*\(default: ipvlan-l2\)/,
+        /--log-level <level> .*\(default: info\)/,
+        /--cluster-name <name> .*\(default: vpcni\)/,
+      ]
+    ) assert.match(text, want);
+
+    // A YAML syntax error: one line, file:line:col, no excerpt.
+    const bad = `${root}/bad.yaml`;
+    await Deno.writeTextFile(bad, "pools:\n  - name: a\n   warmIps: 3\n");
+    const y = await serve(["--config", bad]);
+    assert.equal(y.code, 2);
+    assert.equal(
+      y.stderr.trim().split("\n").length,
+      1,
+      `one line expected, got:\n${y.stderr}`,
+    );
+    assert.match(y.stderr, new RegExp(`^vpcni serve: ${bad}:3:1: not valid YAML/JSON: \\S`));
+
+    // A missing file: the path once, and what to do.
+    const missing = await serve(["--config", `${root}/nope.yaml`]);
+    assert.equal(missing.code, 2);
+    assert.equal(
+      missing.stderr.trim(),
+      `vpcni serve: --config ${root}/nope.yaml: no such file; check the path`,
+    );
+
+    // A knob set by a flag is named by the flag; one from the file by its knob.
+    const file = `${root}/knobs.yaml`;
+    await Deno.writeTextFile(file, stringify({ logLevel: "loud", datapath: "veth" }));
+    const f = await serve(["--config", file, "--check-config"]);
+    assert.equal(f.code, 2);
+    assert.match(
+      f.stderr,
+      /^ {2}logLevel: must be one of debug, info, warning, error; got "loud"$/m,
+    );
+    const g = await serve(["--config", file, "--log-level", "shout", "--check-config"]);
+    assert.equal(g.code, 2);
+    assert.match(
+      g.stderr,
+      /^ {2}--log-level: must be one of debug, info, warning, error; got "shout"$/m,
+    );
+    assert.doesNotMatch(g.stderr, /logLevel/);
+    const h = await serve(["--socket", "relative.sock", "--check-config"]);
+    assert.match(
+      h.stderr,
+      /--socket: must be an absolute path \(start with "\/"\); got "relative\.sock"/,
+    );
+  } finally {
+    await Deno.remove(root, { recursive: true }).catch(() => {});
+  }
+});
+
+Deno.test("bad checkpoint: serve refuses, naming file, fault and way out; moved aside it rebuilds from EC2", async () => {
+  const stack = await startStack(standardScenario(), {
+    pools: [{ name: "default", warmIps: 2, warmEnis: 0 }],
+  });
+  const { sim, root } = stack;
+  const state = `${root}/state`;
+  const path = `${state}/${CHECKPOINT_FILE}`;
+  let podIp: string;
+  try {
+    const r = await stack.call({
+      op: "add",
+      network: "vpcni",
+      containerId: "c-before",
+      ifName: "eth0",
+      netns: "/proc/self/ns/net",
+    });
+    assert.ok(r.ok && "allocation" in r, JSON.stringify(r));
+    podIp = r.allocation.ip;
+  } finally {
+    await stack.daemon.stop();
+  }
+  try {
+    // A torn checkpoint: the daemon refuses every start, each time saying what to do.
+    await Deno.writeTextFile(path, '{"version":1,"instanceId":"i-0a');
+    const port = randomPort();
+    const child = spawnDaemon(root, await writeChildConfig(root, sim, port, {}), port);
+    const code = (await child.child.status).code;
+    await child.stop();
+    const log = await Deno.readTextFile(`${root}/daemon.log`);
+    assert.equal(code, 1, log);
+    const said = log.split("\n").find((l) => l.startsWith("vpcni serve: ")) ?? "";
+    assert.ok(said.includes(`checkpoint ${path} cannot be used: not JSON (`), said);
+    assert.ok(said.includes(`mv ${path} ${path}.bad`), said);
+    assert.match(said, /drain the node/);
+    assert.equal(
+      await Deno.readTextFile(path),
+      '{"version":1,"instanceId":"i-0a',
+      "file untouched",
+    );
+
+    // Moved aside: the daemon starts from EC2 alone. What the message promises: no pod is
+    // known, and every address EC2 assigns to the pool's ENIs is free again.
+    await Deno.rename(path, `${path}.bad`);
+    const d = await startDaemonOn(sim, root, {
+      pools: [{ name: "default", warmIps: 2, warmEnis: 0 }],
+      releaseDelaySeconds: 3600,
+    });
+    try {
+      const base = `http://127.0.0.1:${d.introspectionAddr.port}`;
+      assert.deepEqual(await (await fetch(`${base}/v1/allocations`)).json(), []);
+      const enis = await (await fetch(`${base}/v1/enis`)).json() as { ips: string[] }[];
+      assert.ok(enis.some((e) => e.ips.includes(podIp)), `${podIp} is held by an ENI`);
+      const [pool] = await (await fetch(`${base}/v1/pools`)).json();
+      assert.equal(pool.used, 0);
+      assert.equal(pool.cooling, 0, "nothing was in cooldown: the address is free at once");
+      assert.ok(pool.free >= 3, JSON.stringify(pool));
+    } finally {
+      await d.stop();
+    }
   } finally {
     await sim.close();
     await Deno.remove(root, { recursive: true }).catch(() => {});

@@ -16,6 +16,9 @@ Deno.test("writeSysctl/readSysctl act inside the given netns only", async () => 
   await withSockets(2, async (a, b) => {
     const home = threadNetnsInode();
     const hostBefore = readSysctl("net.ipv4.ip_forward");
+    // A new netns inherits IPv4 settings from the host's, so start both from a known value.
+    await sh(["sysctl", "-qw", "net.ipv4.ip_forward=0"], { netns: a.name });
+    await sh(["sysctl", "-qw", "net.ipv4.ip_forward=0"], { netns: b.name });
     assert.equal(readSysctl("net.ipv4.ip_forward", a.path), "0");
     writeSysctl("net.ipv4.ip_forward", "1", a.path);
     assert.equal(readSysctl("net/ipv4/ip_forward", a.path), "1");

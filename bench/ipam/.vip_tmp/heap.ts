@@ -1,0 +1,16 @@
+const g = (globalThis as any).gc;
+const rep = (l: string) => { g(); const m = Deno.memoryUsage(); console.log(l, "rss", (m.rss/1048576).toFixed(1), "heapUsed", (m.heapUsed/1048576).toFixed(1), "heapTotal", (m.heapTotal/1048576).toFixed(1), "ext", (m.external/1048576).toFixed(1)); };
+rep("empty");
+await import("zod"); await import("yaml"); await import("commander"); await import("@logtape/logtape");
+rep("zod+yaml+commander+logtape");
+await import("prom-client");
+rep("+prom-client");
+const sdk = await import("@aws-sdk/client-ec2");
+rep("+client-ec2");
+const c = new sdk.EC2Client({ region: "us-east-1", endpoint: "http://127.0.0.1:1" });
+rep("+EC2Client");
+await import("@aws-sdk/ec2-metadata-service");
+rep("+ec2-metadata-service");
+await import("../../../ipam/daemon.ts"); await import("../../../ipam/aws_cloud.ts");
+rep("+daemon modules");
+void c;
