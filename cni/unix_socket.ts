@@ -2,22 +2,13 @@
  * A blocking request/response exchange over a unix stream socket, through libc via Deno
  * FFI, with `SO_SNDTIMEO`/`SO_RCVTIMEO` bounding connect, send and each receive. It exists
  * because the event-loop path (`Deno.connect` plus a `setTimeout` to bound it) costs more
- * at process start than the whole exchange (see cni/unix_http.ts). libc is already mapped
- * for netlink; binding these few symbols costs no measurable time.
+ * at process start than the whole exchange (see cni/unix_http.ts). It shares netlink/'s
+ * libc binding: each `Deno.dlopen` compiles a stub per symbol, which a second binding of
+ * the same functions would pay again in every pod's ADD and DEL.
  *
  * @module
  */
-
-const SYMBOLS = {
-  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
-  connect: { parameters: ["i32", "buffer", "u32"], result: "i32" },
-  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
-  send: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
-  recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
-  close: { parameters: ["i32"], result: "i32" },
-  __errno_location: { parameters: [], result: "pointer" },
-  strerror: { parameters: ["i32"], result: "pointer" },
-} as const;
+import { errno, libc, strerror } from "../netlink/libc.ts";
 
 const AF_UNIX = 1;
 const SOCK_STREAM = 1;
@@ -33,27 +24,13 @@ export const EAGAIN = 11;
 export const EINPROGRESS = 115;
 const SUN_PATH_MAX = 108;
 
-let lib: Deno.DynamicLibrary<typeof SYMBOLS> | undefined;
-
-function libc() {
-  lib ??= Deno.dlopen("libc.so.6", SYMBOLS);
-  return lib.symbols;
-}
-
-function errno(): number {
-  const p = libc().__errno_location();
-  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
-}
-
 /** A failed socket call, with the C errno. */
 export class UnixSocketError extends Error {
   /** The C errno value. */
   readonly errno: number;
   /** `op` is the libc call ("connect"), `path` the socket. */
   constructor(op: string, path: string, code: number) {
-    const p = libc().strerror(code);
-    const text = p === null ? `errno ${code}` : Deno.UnsafePointerView.getCString(p);
-    super(`${op} ${path}: ${text}`);
+    super(`${op} ${path}: ${strerror(code)}`);
     this.name = "UnixSocketError";
     this.errno = code;
   }

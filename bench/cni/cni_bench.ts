@@ -14,7 +14,8 @@
  * --allow-all --no-check main.ts`. It is measured twice: with `ipam: host-local` delegation
  * (same IPAM work as the peer) and with addresses from the IPAM daemon protocol, served
  * by the stand-in daemon of tests/helpers/ipam_standin.ts in this process (no EC2 work).
- * Both use the veth datapath.
+ * Both are measured again with the plugin code run from one `deno bundle` file, the
+ * packaging the issue names as the other way to a fast start. All use the veth datapath.
  *
  * Everything runs in a netns the bench creates (`vcnb…`): the timing loop re-executes this
  * file inside that "node" netns so no `ip netns exec` sits in the measured path.
@@ -36,6 +37,8 @@ export interface SideFigures {
   delMs: number;
   /** Median wall time of 50 concurrent ADDs, ms. */
   concurrent50Ms: number;
+  /** Median CPU time (user + system) of the 50 concurrent ADD processes, ms: robust to load. */
+  concurrent50CpuMs: number;
   /** Peak RSS of one ADD process, KiB. */
   peakRssKiB: number;
   /** Mean CPU time (user + system) of one ADD + DEL pair, ms: robust to a busy machine. */
@@ -55,11 +58,14 @@ export interface CniBenchResult {
   vpcniDaemon: SideFigures;
   /** vpcni + host-local, the plugin code run from one `deno bundle` file. */
   vpcniBundleHostLocal: SideFigures;
+  /** vpcni + the daemon protocol, the plugin code run from one `deno bundle` file. */
+  vpcniBundleDaemon: SideFigures;
   /** vpcni / ptp ratios (target: single ≤ 1.5, concurrent ≤ 2.0). */
   ratios: {
     hostLocal: { single: number; concurrent50: number; rss: number; cpu: number };
     daemon: { single: number; concurrent50: number; rss: number; cpu: number };
     bundleHostLocal: { single: number; concurrent50: number; rss: number; cpu: number };
+    bundleDaemon: { single: number; concurrent50: number; rss: number; cpu: number };
   };
   /** vpcni time per verb beyond an empty Deno start, ms. */
   beyondEmptyStart: {
@@ -136,7 +142,12 @@ async function execPlugin(
   return { ms, stdout, stderr };
 }
 
-type SideName = "ptp" | "vpcniHostLocal" | "vpcniDaemon" | "vpcniBundleHostLocal";
+type SideName =
+  | "ptp"
+  | "vpcniHostLocal"
+  | "vpcniDaemon"
+  | "vpcniBundleHostLocal"
+  | "vpcniBundleDaemon";
 
 interface Side {
   name: SideName;
@@ -254,6 +265,19 @@ async function inner(pairs: number, rounds: number): Promise<void> {
             ipam: hostLocal("10.93.0.0/24"),
           }),
       },
+      {
+        name: "vpcniBundleDaemon",
+        plugin: bundled,
+        config: () =>
+          JSON.stringify({
+            cniVersion: "1.1.0",
+            name: "vcnb-bd",
+            type: "vpcni",
+            datapath: "veth",
+            mtu: 9001,
+            daemonSocket: socket,
+          }),
+      },
     ];
     const env = (cmd: string, i: number) => ({
       CNI_COMMAND: cmd,
@@ -272,9 +296,11 @@ async function inner(pairs: number, rounds: number): Promise<void> {
     const empty = `${dir}/empty.ts`;
     await Deno.writeTextFile(empty, "");
     const emptyMs: number[] = [];
-    const samples: Record<string, { add: number[]; del: number[]; conc: number[]; cpu: number }> =
-      {};
-    for (const s of sides) samples[s.name] = { add: [], del: [], conc: [], cpu: 0 };
+    const samples: Record<
+      string,
+      { add: number[]; del: number[]; conc: number[]; concCpu: number[]; cpu: number }
+    > = {};
+    for (const s of sides) samples[s.name] = { add: [], del: [], conc: [], concCpu: [], cpu: 0 };
     let emptyCpu = 0;
     for (let p = 0; p < pairs; p++) {
       const c0 = childCpuMs();
@@ -296,11 +322,13 @@ async function inner(pairs: number, rounds: number): Promise<void> {
     }
     for (let r = 0; r < rounds; r++) {
       for (const s of sides) {
+        const c0 = childCpuMs();
         const t0 = performance.now();
         const added = await Promise.all(
           pods.map((_, i) => execPlugin(s.plugin, env("ADD", i), s.config(dir))),
         );
         samples[s.name].conc.push(performance.now() - t0);
+        samples[s.name].concCpu.push(childCpuMs() - c0);
         await Promise.all(
           pods.map((_, i) =>
             execPlugin(s.plugin, env("DEL", i), withPrevResult(s.config(dir), added[i].stdout))
@@ -322,6 +350,7 @@ async function inner(pairs: number, rounds: number): Promise<void> {
         addMs: round1(median(x.add)),
         delMs: round1(median(x.del)),
         concurrent50Ms: round1(median(x.conc)),
+        concurrent50CpuMs: round1(median(x.concCpu)),
         peakRssKiB: rss[s.name],
       };
     }
@@ -399,13 +428,13 @@ export async function benchCni(
     });
     const command = `deno run -A bench/cni/cni_bench.ts --pairs=${pairs} --rounds=${rounds}`;
     const row = (label: string, v: SideFigures, r?: ReturnType<typeof ratio>) =>
-      `| ${label} | ${v.pairMs} | ${v.addMs} / ${v.delMs} | ${v.concurrent50Ms} | ${
+      `| ${label} | ${v.pairMs} | ${v.addMs} / ${v.delMs} | ${v.concurrent50Ms} | ${v.concurrent50CpuMs} ms | ${
         Math.round(v.peakRssKiB / 1024)
       } MiB | ${v.cpuPairMs} ms | ` +
       (r ? `${r.single} | ${r.concurrent50} | ${r.cpu} |` : "1 | 1 | 1 |");
     const markdown = [
-      "| CNI plugin (veth datapath) | ADD+DEL ms (median) | ADD / DEL ms | 50 concurrent ADDs ms | peak RSS | CPU per ADD+DEL | single ratio | 50-ADD ratio | CPU ratio |",
-      "|---|---|---|---|---|---|---|---|---|",
+      "| CNI plugin (veth datapath) | ADD+DEL ms (median) | ADD / DEL ms | 50 concurrent ADDs ms | CPU of 50 ADDs | peak RSS | CPU per ADD+DEL | single ratio | 50-ADD ratio | CPU ratio |",
+      "|---|---|---|---|---|---|---|---|---|---|",
       row("reference ptp + host-local", figures.ptp),
       row("vpcni + host-local delegation", figures.vpcniHostLocal, ratio(figures.vpcniHostLocal)),
       row(
@@ -418,7 +447,12 @@ export async function benchCni(
         figures.vpcniBundleHostLocal,
         ratio(figures.vpcniBundleHostLocal),
       ),
-      `| empty \`deno run\` | ${emptyDenoMs} per start | | | | ${emptyDenoCpuMs} ms per start | | | |`,
+      row(
+        "vpcni from one `deno bundle` file + IPAM daemon protocol (stand-in daemon)",
+        figures.vpcniBundleDaemon,
+        ratio(figures.vpcniBundleDaemon),
+      ),
+      `| empty \`deno run\` | ${emptyDenoMs} per start | | | | | ${emptyDenoCpuMs} ms per start | | | |`,
     ].join("\n");
     return {
       loadAverage: `${loadBefore} → ${await load()}`,
@@ -430,10 +464,12 @@ export async function benchCni(
       vpcniHostLocal: figures.vpcniHostLocal,
       vpcniDaemon: figures.vpcniDaemon,
       vpcniBundleHostLocal: figures.vpcniBundleHostLocal,
+      vpcniBundleDaemon: figures.vpcniBundleDaemon,
       ratios: {
         hostLocal: ratio(figures.vpcniHostLocal),
         daemon: ratio(figures.vpcniDaemon),
         bundleHostLocal: ratio(figures.vpcniBundleHostLocal),
+        bundleDaemon: ratio(figures.vpcniBundleDaemon),
       },
       beyondEmptyStart: {
         hostLocal: beyond(figures.vpcniHostLocal),
@@ -462,7 +498,9 @@ if (import.meta.main) {
         `\nratios vs ptp+host-local — host-local delegation: single ${r.ratios.hostLocal.single}, ` +
           `50 concurrent ${r.ratios.hostLocal.concurrent50}; daemon: single ${r.ratios.daemon.single}, ` +
           `50 concurrent ${r.ratios.daemon.concurrent50}; bundle + host-local: single ` +
-          `${r.ratios.bundleHostLocal.single}, 50 concurrent ${r.ratios.bundleHostLocal.concurrent50} ` +
+          `${r.ratios.bundleHostLocal.single}, 50 concurrent ${r.ratios.bundleHostLocal.concurrent50}; ` +
+          `bundle + daemon: single ${r.ratios.bundleDaemon.single}, 50 concurrent ` +
+          `${r.ratios.bundleDaemon.concurrent50} ` +
           `(targets ≤ 1.5, ≤ 2.0; load average ${r.loadAverage})`,
       );
       console.log(

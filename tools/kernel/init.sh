@@ -55,7 +55,8 @@ mount -t devtmpfs devtmpfs /newroot/dev
 mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
-mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp
+# /tmp stays the host's, seen through the overlay (writes go to RAM): a checkout cloned
+# under /tmp, as CI may do, must be visible inside.
 mount -t tmpfs -o mode=0755 tmpfs /newroot/run
 mkdir -p /newroot/run/netns /newroot/run/lock
 # /var/run is a symlink to /run on Debian; make it one where it is a plain directory.
