@@ -51,12 +51,22 @@ function ipView(j: IpLink) {
 }
 
 async function assertSameAsIp(ns: { name: string; sock: Parameters<typeof listLinks>[0] }) {
-  const ours = listLinks(ns.sock);
-  const theirs = await ipLinks({ name: ns.name, path: "" });
-  assert.deepEqual(
-    ours.map((l) => asIp(l, ours)).sort((a, b) => a.ifindex - b.ifindex),
-    theirs.map(ipView).sort((a, b) => a.ifindex - b.ifindex),
-  );
+  const read = async () => {
+    const ours = listLinks(ns.sock);
+    const theirs = await ipLinks({ name: ns.name, path: "" });
+    return [
+      ours.map((l) => asIp(l, ours)).sort((a, b) => a.ifindex - b.ifindex),
+      theirs.map(ipView).sort((a, b) => a.ifindex - b.ifindex),
+    ];
+  };
+  // The kernel settles a link's operstate asynchronously (linkwatch) after it comes up, so
+  // two reads taken a moment apart may differ in it; read again until it has settled.
+  let [ours, theirs] = await read();
+  for (let i = 0; i < 20 && JSON.stringify(ours) !== JSON.stringify(theirs); i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    [ours, theirs] = await read();
+  }
+  assert.deepEqual(ours, theirs);
 }
 
 Deno.test("createVeth places the peer directly in another netns; lists match ip -j", async () => {
