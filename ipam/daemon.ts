@@ -26,6 +26,7 @@ import { serveUnixApi } from "./api.ts";
 import { LeakedEniCollector, resyncWithEc2, trackMutations } from "./ec2_sync.ts";
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
+import { collectGarbage } from "./memory.ts";
 
 /** The lock file that keeps two daemons off one state dir. */
 export const LOCK_FILE = "ipam.lock";
@@ -206,6 +207,7 @@ async function startLocked(
     while (!stopping) {
       try {
         await pools.tick();
+        if (!ready) collectGarbage(); // start-up garbage (SDK set-up, first answers) goes now
         ready = true;
         if (now() - lastSubnetRefresh > 60_000) {
           lastSubnetRefresh = now();
@@ -216,6 +218,7 @@ async function startLocked(
           lastSync = now();
           if (await resyncWithEc2(ctx, cloud)) await writer.save();
           await collector.collect();
+          collectGarbage();
         }
       } catch (e) {
         log.warn("warm loop step failed: {error}", { error: String(e) });

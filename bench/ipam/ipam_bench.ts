@@ -14,6 +14,7 @@
  *    per tick; 5 pods/s with a 30 s cooldown would need more addresses than an m5.xlarge has);
  * then, on the last type, vpcni alone: an hour-equivalent of churn (3 600 ADD/DEL pairs at
  * 1 pod/s, VPCNI_BENCH_HOUR_FRACTION shortens it) and the daemon's RSS afterwards.
+ * VPCNI_BENCH_V8_FLAGS (comma-separated) runs the daemon under those V8 flags.
  *
  *   deno run -A bench/ipam/ipam_bench.ts [--write bench/ipam/RESULTS.md]
  *
@@ -36,6 +37,8 @@ import { AwsCniWarmEniBaseline } from "./aws_cni_baseline.ts";
 const S = Number(Deno.env.get("VPCNI_BENCH_SCALE") ?? 0.1);
 const TYPES = (Deno.env.get("VPCNI_BENCH_TYPES") ?? "m5.xlarge,m5.4xlarge").split(",");
 const HOUR_FRACTION = Number(Deno.env.get("VPCNI_BENCH_HOUR_FRACTION") ?? 1);
+// V8 flags for the daemon child (DENO_V8_FLAGS), as `deno compile --v8-flags=…` would bake them.
+const DAEMON_V8_FLAGS = Deno.env.get("VPCNI_BENCH_V8_FLAGS") ?? "";
 const RATE = 5; // pods per AWS-second during scale-up
 // Churn runs at 1 pod/s: with AWS's 30 s cooldown, 5 pods/s would keep 150 addresses
 // cooling, more than an m5.xlarge holds at all — for either contender.
@@ -128,7 +131,12 @@ async function vpcniContender(sim: Awaited<ReturnType<typeof startSim>>, root: s
     addTimeoutSeconds: 60,
     pools: [{ name: "default", ipCooldownSeconds: 30 * S }],
   });
-  const daemon = spawnDaemon(root, config, port);
+  const daemon = spawnDaemon(
+    root,
+    config,
+    port,
+    DAEMON_V8_FLAGS ? { DENO_V8_FLAGS: DAEMON_V8_FLAGS } : {},
+  );
   await daemon.ready(60_000);
   const client = ipamClient(`${root}/ipam.sock`);
   const contender: Contender = {
@@ -267,7 +275,9 @@ for (const type of TYPES) {
         )
           .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
         rssLine =
-          `vpcni daemon RSS on ${type} after ${pairs} ADD/DEL pairs (${
+          `vpcni daemon RSS (V8 flags: ${
+            DAEMON_V8_FLAGS || "none"
+          }) on ${type} after ${pairs} ADD/DEL pairs (${
             (HOUR_FRACTION * 60).toFixed(0)
           } AWS-minutes ` +
           `of churn at ${CHURN_RATE} pod/s, ${
