@@ -55,7 +55,7 @@ Deno.test("gatherFacts tells a corrupt checkpoint from a missing one", async () 
     await Deno.writeTextFile(`${dir}/ipam-checkpoint.json`, "{bad");
     const f = await gatherFacts(o);
     assert.equal(f.checkpointCorrupt, true);
-    assert.match(f.checkpointError ?? "", /is not JSON/);
+    assert.match(f.checkpointError ?? "", /ipam-checkpoint\.json cannot be used: not JSON/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
