@@ -5,29 +5,15 @@
  *
  * @module
  */
+import type { NodeEni as ImdsNodeEni, NodeMetadata as ImdsNodeMetadata } from "../aws/imds.ts";
 
-/** One ENI as the node's metadata shows it. */
-export interface NodeEni {
-  mac: string;
-  deviceIndex: number;
-  eniId: string;
-  subnetId: string;
-  subnetCidr: string;
-  /** Primary address first. */
-  localIpv4s: string[];
-  ipv4Prefixes: string[];
-  securityGroupIds: string[];
-}
+/** One ENI as the node's metadata shows it (IMDS's shape; the primary address first). */
+export type NodeEni = Omit<ImdsNodeEni, "networkCard">;
 
-/** What IMDS says about this node. */
-export interface NodeMetadata {
-  instanceId: string;
-  instanceType: string;
-  az: string;
-  region: string;
-  vpcCidrs: string[];
-  enis: NodeEni[];
-}
+/** What IMDS says about this node, as far as the daemon needs it. */
+export type NodeMetadata =
+  & Pick<ImdsNodeMetadata, "instanceId" | "instanceType" | "az" | "region" | "vpcCidrs">
+  & { enis: NodeEni[] };
 
 /** A subnet as EC2 describes it. */
 export interface SubnetInfo {
