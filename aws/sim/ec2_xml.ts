@@ -69,16 +69,20 @@ export function networkInterfaceXml(state: SimState, e: EniState): string {
     el("privateDnsName", primary ? privateDnsName(state.region, primary) : undefined) +
     el("sourceDestCheck", e.sourceDestCheck) + groupSet(state, e.groupIds) + attachment +
     tagSet(e.tags) +
-    set(
-      "privateIpAddressesSet",
-      e.privateIps.map((x) =>
-        el("privateIpAddress", x.address) +
-        el("privateDnsName", privateDnsName(state.region, x.address)) +
-        el("primary", x.primary)
-      ),
-    ) +
-    set("ipv4PrefixSet", e.prefixes.map((p) => el("ipv4Prefix", p.cidr))) +
+    addressSets(state, e) +
     set("ipv6AddressesSet", []) + el("interfaceType", "interface");
+}
+
+/** An ENI's `privateIpAddressesSet` and `ipv4PrefixSet`, as both ENI shapes carry them. */
+function addressSets(state: SimState, e: EniState): string {
+  return set(
+    "privateIpAddressesSet",
+    e.privateIps.map((x) =>
+      el("privateIpAddress", x.address) +
+      el("privateDnsName", privateDnsName(state.region, x.address)) +
+      el("primary", x.primary)
+    ),
+  ) + set("ipv4PrefixSet", e.prefixes.map((p) => el("ipv4Prefix", p.cidr)));
 }
 
 /** An ENI as it appears inside DescribeInstances' `networkInterfaceSet`. */
@@ -95,15 +99,7 @@ export function instanceNetworkInterfaceXml(state: SimState, e: EniState): strin
     el("attachTime", a.attachTime.toISOString()) +
     el("deleteOnTermination", a.deleteOnTermination) +
     el("networkCardIndex", a.networkCardIndex) + "</attachment>" +
-    set(
-      "privateIpAddressesSet",
-      e.privateIps.map((x) =>
-        el("privateIpAddress", x.address) +
-        el("privateDnsName", privateDnsName(state.region, x.address)) +
-        el("primary", x.primary)
-      ),
-    ) +
-    set("ipv4PrefixSet", e.prefixes.map((p) => el("ipv4Prefix", p.cidr))) +
+    addressSets(state, e) +
     el("interfaceType", "interface");
 }
 

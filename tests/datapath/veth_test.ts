@@ -52,19 +52,7 @@ async function withNodeAndPod(
   let pod: TestNetns | undefined;
   try {
     pod = await createNetns(uniqueName("vdpp"));
-    await sh([
-      "ip",
-      "link",
-      "add",
-      "eth1",
-      "address",
-      ENI1.mac,
-      "type",
-      "veth",
-      "peer",
-      "name",
-      "wire1",
-    ], { netns: node.name });
+    await addEniLink(node);
     await sh(["ip", "link", "set", "wire1", "up"], { netns: node.name });
     const attachment: PodAttachment = {
       containerId: `ctr-${pod.name}`,
@@ -107,6 +95,14 @@ async function dump(ns: string): Promise<string> {
 }
 
 const onNode = <T>(node: TestNetns, fn: () => T): T => inNetns(node.path, fn);
+
+/** The ENI's link on the node: a veth with the ENI's MAC, its far end `wire1`. */
+async function addEniLink(node: TestNetns): Promise<void> {
+  await sh(
+    ["ip", "link", "add", "eth1", "address", ENI1.mac, "type", "veth", "peer", "name", "wire1"],
+    { netns: node.name },
+  );
+}
 
 Deno.test("veth: ADD builds every object, CHECK is clean, DEL removes them all", async () => {
   await withNodeAndPod(async (node, pod, a) => {
@@ -347,19 +343,7 @@ Deno.test("veth: 50 pods on one node, ADD then DEL, leave no link, route, rule o
   const node = await createNetns(uniqueName("vdpn"));
   const pods: TestNetns[] = [];
   try {
-    await sh([
-      "ip",
-      "link",
-      "add",
-      "eth1",
-      "address",
-      ENI1.mac,
-      "type",
-      "veth",
-      "peer",
-      "name",
-      "wire1",
-    ], { netns: node.name });
+    await addEniLink(node);
     // Warm the ENI's shared setup, then take the baseline.
     onNode(node, () => prepareHost(CFG, ENI1));
     const before = await dump(node.name);
