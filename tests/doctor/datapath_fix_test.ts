@@ -8,16 +8,10 @@
  */
 import assert from "node:assert/strict";
 import { withNetns } from "../helpers/netns.ts";
+import { freePort } from "../helpers/doctor_node.ts";
 import { run, sh } from "../helpers/sh.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 async function doctorDatapath(netns: string, stateDir: string, extra: string[]) {
   const dead = `127.0.0.1:${freePort()}`;

@@ -6,16 +6,10 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { freePort } from "../helpers/doctor_node.ts";
 import { run } from "../helpers/sh.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 /** `vpcni doctor <safe endpoints> ...args`: flags in `args` come later, so they win. */
 async function doctor(args: string[], stateDir: string) {

@@ -91,7 +91,8 @@ export interface DoctorNode {
   close(): Promise<void>;
 }
 
-function freePort(): number {
+/** A loopback TCP port that was free a moment ago. */
+export function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
