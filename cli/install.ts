@@ -488,11 +488,33 @@ Examples:
         return;
       }
       for (const a of actions) {
-        // One line when it fits 80 columns; otherwise the detail goes under it.
+        // One line when it fits 80 columns; otherwise the detail goes under it, wrapped.
         const head = `${a.what.padEnd(8)} ${a.path}: ${a.result}`;
         const oneLine = `${head} (${a.detail})`;
-        console.log(oneLine.length <= 80 ? oneLine : `${head}\n${" ".repeat(9)}(${a.detail})`);
+        console.log(
+          oneLine.length <= 80 ? oneLine : [head, ...wrap(`(${a.detail})`, 9)].join("\n"),
+        );
         if (a.content) console.log(a.content.replace(/^/gm, "  ").trimEnd());
       }
     });
+}
+
+/**
+ * Wraps `text` at spaces into lines of at most 80 columns, each indented by `indent`. A word
+ * longer than a line (a deep path) gets a line of its own rather than being cut.
+ */
+export function wrap(text: string, indent: number): string[] {
+  const pad = " ".repeat(indent);
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.split(" ")) {
+    if (line && pad.length + line.length + 1 + word.length > 80) {
+      lines.push(pad + line);
+      line = word;
+    } else {
+      line = line ? `${line} ${word}` : word;
+    }
+  }
+  if (line) lines.push(pad + line);
+  return lines;
 }
