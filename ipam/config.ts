@@ -86,7 +86,8 @@ export const configSchema = z.object({
   reconcileIntervalSeconds: z.number().positive().default(5),
   releaseDelaySeconds: z.number().nonnegative().default(60),
   leakedEniGraceSeconds: z.number().nonnegative().default(300),
-  ec2ResyncSeconds: z.number().positive().default(60),
+  imdsCheckSeconds: z.number().positive().default(60),
+  ec2ResyncSeconds: z.number().positive().default(600),
   routeTableBase: z.int().min(1).max(0x7fffffff - 64).default(100),
   defaultPool: z.string().optional(),
   pools: z.array(poolSchema).min(1).default([{
@@ -243,10 +244,16 @@ export const KNOBS: { knob: string; def: string; env?: string; flag?: string; do
     doc: "our tagged ENIs 'available' for longer than this are deleted",
   },
   {
-    knob: "ec2ResyncSeconds",
+    knob: "imdsCheckSeconds",
     def: "60",
     doc:
-      "period of the re-sync with EC2 (adopt or drop addresses EC2 disagrees on) and of the leaked-ENI collector",
+      "period of the comparison with instance metadata (no EC2 API calls); a disagreement starts an EC2 re-sync at once",
+  },
+  {
+    knob: "ec2ResyncSeconds",
+    def: "600",
+    doc:
+      "period of the full re-sync with EC2 (adopt or drop addresses EC2 disagrees on, refresh subnet free counts) and of the leaked-ENI collector",
   },
   {
     knob: "routeTableBase",

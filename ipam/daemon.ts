@@ -24,6 +24,8 @@ import { matchSubnets } from "./subnets.ts";
 import { matchesTags, parseSelector } from "./selector.ts";
 import { serveUnixApi } from "./api.ts";
 import { LeakedEniCollector, resyncWithEc2, trackMutations } from "./ec2_sync.ts";
+import { IMDS_SETTLE_MS, imdsDisagreements } from "./imds_check.ts";
+import { SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cache.ts";
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
 import { collectGarbage } from "./memory.ts";
@@ -78,11 +80,23 @@ function resolveSecurityGroups(
   return out;
 }
 
+/** How a daemon is wired to the world; every field has a production default. */
+export interface StartOptions {
+  /** Which pod interfaces exist (default: the netns paths the allocations name). */
+  kernel?: KernelView;
+  /** Clock (epoch ms). */
+  now?: () => number;
+  /** Random source of the weighted subnet choice. */
+  random?: () => number;
+  /** How long IMDS may lag a mutating call (default {@linkcode IMDS_SETTLE_MS}). */
+  imdsSettleMs?: number;
+}
+
 /** Starts the daemon with a cloud (the real one, or the simulator's through the real SDK). */
 export async function startDaemon(
   cfg: DaemonConfig,
   cloud: CloudApi,
-  o: { kernel?: KernelView; now?: () => number; random?: () => number } = {},
+  o: StartOptions = {},
 ): Promise<RunningDaemon> {
   const now = o.now ?? Date.now;
   await Deno.mkdir(cfg.stateDir, { recursive: true, mode: 0o700 });
@@ -99,7 +113,7 @@ export async function startDaemon(
     throw new Error(`cannot lock ${cfg.stateDir}/${LOCK_FILE}: ${(e as Error).message}`);
   }
   try {
-    return await startLocked(cfg, cloud, lock, now, o.kernel ?? netnsPathKernelView, o.random);
+    return await startLocked(cfg, cloud, lock, now, o.kernel ?? netnsPathKernelView, o);
   } catch (e) {
     lock.close();
     throw e;
@@ -112,9 +126,9 @@ async function startLocked(
   lock: Deno.FsFile,
   now: () => number,
   kernel: KernelView,
-  random: (() => number) | undefined,
+  o: StartOptions,
 ): Promise<RunningDaemon> {
-  const cloud = trackMutations(rawCloud);
+  const cloud = trackMutations(rawCloud, now);
   const node = await cloud.nodeMetadata();
   const limits = await cloud.instanceLimits(node.instanceType);
   const primary = node.enis.find((e) => e.deviceIndex === 0);
@@ -160,6 +174,10 @@ async function startLocked(
   });
 
   const metrics = createMetrics();
+  // Subnet free counts steer the choice of a new ENI's subnet. They are refreshed when an
+  // ENI is about to be created (if older than a minute) and with each EC2 re-sync, so a
+  // node whose pools are steady makes no DescribeSubnets calls.
+  const subnetCache = new SubnetCache(subnets, now, () => cloud.describeSubnets({ az: node.az }));
   const ctx: GrowthContext = {
     cfg,
     cloud,
@@ -176,9 +194,10 @@ async function startLocked(
     creating: new Set(),
     subnets,
     fullSubnets: new Map(),
+    refreshSubnets: () => subnetCache.refresh(SUBNET_MAX_AGE_MS),
     onGrew: () => {},
     now,
-    random,
+    random: o.random,
   };
   const writer = new CheckpointWriter(cfg.stateDir, () => {
     metrics.checkpointWrites.inc();
@@ -202,20 +221,27 @@ async function startLocked(
   const finished = new Promise<void>((r) => resolveFinished = r);
   const collector = new LeakedEniCollector(ctx, cloud);
   const loop = (async () => {
-    let lastSync = 0;
-    let lastSubnetRefresh = now();
+    let lastEc2Sync = 0;
+    let lastImdsCheck = now();
     while (!stopping) {
       try {
         await pools.tick();
         if (!ready) collectGarbage(); // start-up garbage (SDK set-up, first answers) goes now
         ready = true;
-        if (now() - lastSubnetRefresh > 60_000) {
-          lastSubnetRefresh = now();
-          const fresh = await cloud.describeSubnets({ az: node.az });
-          ctx.subnets.splice(0, ctx.subnets.length, ...fresh);
+        let ec2Due = now() - lastEc2Sync >= cfg.ec2ResyncSeconds * 1000;
+        if (!ec2Due && now() - lastImdsCheck >= cfg.imdsCheckSeconds * 1000) {
+          lastImdsCheck = now();
+          const found = await imdsDisagreements(ctx, cloud, o.imdsSettleMs ?? IMDS_SETTLE_MS);
+          if (found?.length) {
+            log.info("IMDS disagrees with the node state ({found}); re-syncing with EC2", {
+              found: found.join("; "),
+            });
+            ec2Due = true;
+          }
         }
-        if (now() - lastSync >= cfg.ec2ResyncSeconds * 1000) {
-          lastSync = now();
+        if (ec2Due) {
+          lastEc2Sync = lastImdsCheck = now();
+          await subnetCache.refresh(0);
           if (await resyncWithEc2(ctx, cloud)) await writer.save();
           await collector.collect();
           collectGarbage();

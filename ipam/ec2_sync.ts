@@ -28,12 +28,15 @@ export interface TrackedCloud extends CloudApi {
   /** Bumped when a mutating call starts and when it ends. */
   readonly mutationEpoch: () => number;
   readonly mutationsInFlight: () => number;
+  /** When the last mutating call ended (epoch ms by `now`; 0 before any). */
+  readonly lastMutationAt: () => number;
 }
 
-/** Wraps a cloud to count its mutating calls. */
-export function trackMutations(cloud: CloudApi): TrackedCloud {
+/** Wraps a cloud to count its mutating calls, timing them by `now`. */
+export function trackMutations(cloud: CloudApi, now: () => number = Date.now): TrackedCloud {
   let epoch = 0;
   let inFlight = 0;
+  let lastEnded = 0;
   const wrapped: Record<string, unknown> = {};
   for (const key of Object.keys(cloud) as (keyof CloudApi)[]) {
     const fn = cloud[key];
@@ -47,6 +50,7 @@ export function trackMutations(cloud: CloudApi): TrackedCloud {
         } finally {
           inFlight--;
           epoch++;
+          lastEnded = now();
         }
       }
       : (fn as (...a: unknown[]) => unknown).bind(cloud);
@@ -55,6 +59,7 @@ export function trackMutations(cloud: CloudApi): TrackedCloud {
     ...(wrapped as unknown as CloudApi),
     mutationEpoch: () => epoch,
     mutationsInFlight: () => inFlight,
+    lastMutationAt: () => lastEnded,
   };
 }
 

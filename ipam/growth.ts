@@ -53,6 +53,8 @@ export interface GrowthContext {
   /** ENI ids created but not yet attached (the collector must not take them). */
   creating: Set<string>;
   subnets: SubnetInfo[];
+  /** Brings `subnets` up to date if it is stale (the daemon's cache; absent in some tests). */
+  refreshSubnets?: () => Promise<void>;
   /** Subnet id → epoch ms until which it counts as full. */
   fullSubnets: Map<string, number>;
   /** Called whenever addresses were added, so waiting ADDs retry. */
@@ -192,6 +194,7 @@ export async function addEni(
   }
   ctx.reservedDeviceIndexes.add(deviceIndex);
   try {
+    await ctx.refreshSubnets?.();
     const exclude = new Set<string>();
     if (!pool.allowSharedSubnets) {
       for (const e of ctx.state.enis.values()) exclude.add(e.subnetId);

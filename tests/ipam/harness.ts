@@ -10,7 +10,7 @@ import type { IpamRequest, IpamResponse } from "../../cni/ipam_protocol.ts";
 import { IPAM_PATH } from "../../cni/ipam_protocol.ts";
 import { resolveConfig } from "../../ipam/config.ts";
 import { createAwsCloud } from "../../ipam/aws_cloud.ts";
-import { type RunningDaemon, startDaemon } from "../../ipam/daemon.ts";
+import { type RunningDaemon, startDaemon, type StartOptions } from "../../ipam/daemon.ts";
 import { TAG_CLUSTER, TAG_INSTANCE } from "../../ipam/growth.ts";
 import { setupLogging } from "../../ipam/log.ts";
 
@@ -125,6 +125,7 @@ export async function startDaemonOn(
   root: string,
   extra: Record<string, unknown> = {},
   random?: () => number,
+  daemonOptions: Omit<StartOptions, "random"> = {},
 ): Promise<RunningDaemon> {
   const cfg = testConfig(root, extra);
   const cloud = await createAwsCloud({
@@ -132,20 +133,20 @@ export async function startDaemonOn(
     imdsEndpoint: sim.imdsEndpointFor(INSTANCE),
     ec2: FAST_RETRY as never,
   });
-  return await startDaemon(cfg, cloud, { random });
+  return await startDaemon(cfg, cloud, { random, ...daemonOptions });
 }
 
 /** Starts sim + in-process daemon. */
 export async function startStack(
   scenario: ScenarioInput,
   extra: Record<string, unknown> = {},
-  o: { random?: () => number } = {},
+  o: { random?: () => number; imdsSettleMs?: number } = {},
 ): Promise<Stack> {
   const sim = await startSim({ scenario });
   const root = await tempRoot();
   let daemon: RunningDaemon;
   try {
-    daemon = await startDaemonOn(sim, root, extra, o.random);
+    daemon = await startDaemonOn(sim, root, extra, o.random, { imdsSettleMs: o.imdsSettleMs });
   } catch (e) {
     await sim.close();
     await Deno.remove(root, { recursive: true }).catch(() => {});
