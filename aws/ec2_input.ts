@@ -7,6 +7,7 @@
 import type * as sdk from "@aws-sdk/client-ec2";
 import { Ec2Error } from "./ec2_errors.ts";
 import type { Tags } from "./ec2_types.ts";
+export { isIpv4 } from "../netlink/ipv4.ts";
 
 /** Common selectors of Describe calls. */
 export interface DescribeQuery {
@@ -74,10 +75,4 @@ export function toFilters(q: DescribeQuery, extra: Record<string, string[] | und
     );
   }
   return out.length ? out : undefined;
-}
-
-/** Whether `s` is a dotted-quad IPv4 address. */
-export function isIpv4(s: string): boolean {
-  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(s);
-  return !!m && m.slice(1).every((o) => Number(o) <= 255);
 }

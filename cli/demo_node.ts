@@ -11,7 +11,7 @@ import { startSim } from "../aws/sim/mod.ts";
 import type { SimServer } from "../aws/sim/mod.ts";
 import { Fabric } from "../aws/sim/fabric.ts";
 import { forwardIntoNetns, type NetnsForward } from "../aws/sim/netns_forward.ts";
-import { formatCidr } from "../aws/sim/ipv4.ts";
+import { formatIpv4Cidr } from "../netlink/ipv4.ts";
 import { inNetns } from "../netlink/netns.ts";
 import { createNamedNetns, deleteNamedNetns } from "../netlink/netns_named.ts";
 import { NetlinkSocket } from "../netlink/socket.ts";
@@ -325,7 +325,7 @@ export class DemoNode {
         deviceIndex: eni.attachment?.deviceIndex ?? -1,
         primary: held.primary,
         subnetId: eni.subnetId,
-        subnetCidr: formatCidr(subnet.cidr),
+        subnetCidr: formatIpv4Cidr(subnet.cidr),
         zone: subnet.tags.get("zone") ?? "",
       };
     }
@@ -337,7 +337,7 @@ export class DemoNode {
     const az = this.sim.state.instance(DEMO_INSTANCE).az;
     return [...this.sim.state.subnets.values()]
       .filter((s) => s.tags.get("zone") === zone && s.az === az)
-      .map((s) => formatCidr(s.cidr));
+      .map((s) => formatIpv4Cidr(s.cidr));
   }
 
   /** Pings `to` once from inside `fromNetns` (a path); true when it answered. */

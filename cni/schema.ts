@@ -7,6 +7,7 @@
  * @module
  */
 import { CniError, ErrorCode } from "./errors.ts";
+import { isIpv4 } from "../netlink/ipv4.ts";
 
 /** Turns an unknown JSON value found at `path` into a `T`, or throws a CniError. */
 export type Parser<T> = (value: unknown, path: string) => T;
@@ -152,14 +153,6 @@ export function obj<S extends Shape>(
     for (const [k, p] of Object.entries(shape)) out[k] = p(o[k], joinPath(path, k));
     return out as ShapeResult<S>;
   };
-}
-
-const IPV4_OCTET = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
-const IPV4_RE = new RegExp(`^${IPV4_OCTET}(\\.${IPV4_OCTET}){3}$`);
-
-/** True for a dotted-quad IPv4 address. */
-export function isIpv4(s: string): boolean {
-  return IPV4_RE.test(s);
 }
 
 /** True for an IPv6 address (a loose check: hex groups and colons, optional dotted tail). */

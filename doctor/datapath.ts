@@ -25,7 +25,7 @@ import {
 } from "../cni/datapath/plan.ts";
 import { eniTableRoutes, HOST_SYSCTLS } from "../cni/datapath/host.ts";
 import { hostVethName } from "../cni/datapath/naming.ts";
-import { canonicalDst } from "../cni/datapath/ipv4.ts";
+import { canonicalDst } from "../netlink/ipv4.ts";
 import {
   type DatapathKind,
   type EniInfo,

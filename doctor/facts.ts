@@ -11,6 +11,7 @@ import { type Checkpoint, CHECKPOINT_FILE, readCheckpoint } from "../ipam/checkp
 import { ImdsClient, type NodeMetadata } from "../aws/imds.ts";
 import type { EniInfo } from "../cni/ipam_protocol.ts";
 import type { AllocationFact } from "./datapath.ts";
+import { subnetGateway } from "../ipam/subnets.ts";
 
 /** Where doctor looks; every field has a flag (see doctor/cli.ts). */
 export interface DoctorOptions {
@@ -206,15 +207,6 @@ async function getJson<T>(
     throw new Error(`${path}: unexpected answer (${parsed.error.issues[0]?.message})`);
   }
   return parsed.data;
-}
-
-/** The first usable address of a subnet: the VPC router. */
-export function subnetGateway(cidr: string): string {
-  const [ip, len] = cidr.split("/");
-  const n = ip.split(".").reduce((a, o) => (a << 8) + Number(o), 0) >>> 0;
-  const mask = Number(len) === 0 ? 0 : (~0 << (32 - Number(len))) >>> 0;
-  const gw = ((n & mask) + 1) >>> 0;
-  return [24, 16, 8, 0].map((s) => (gw >>> s) & 255).join(".");
 }
 
 /** EniInfo (what the datapath needs) from an ENI view. */

@@ -8,6 +8,7 @@
 import type { SubnetInfo } from "./cloud.ts";
 import type { SubnetChoice } from "./config.ts";
 import { matchesTags } from "./selector.ts";
+import { cidrAddresses, cidrNetwork, formatIpv4, parseIpv4Cidr } from "../netlink/ipv4.ts";
 
 /** Subnets a selector matches, restricted to the node's VPC subnets in its AZ. */
 export function matchSubnets(
@@ -46,31 +47,21 @@ export function pickSubnet(
   return open[open.length - 1];
 }
 
-/** The gateway of an IPv4 subnet: its first usable address (network + 1). */
+/**
+ * The gateway of an IPv4 subnet: its first usable address (network + 1), where the VPC
+ * router answers. A CIDR that does not parse gives "", and the plugin, which checks the
+ * subnet CIDR before the gateway, then names the CIDR as what is wrong.
+ */
 export function subnetGateway(cidr: string): string {
-  const [addr, len] = cidr.split("/");
-  const n = ipToInt(addr) & maskOf(Number(len));
-  return intToIp((n + 1) >>> 0);
+  const c = parseIpv4Cidr(cidr);
+  return c ? formatIpv4(cidrNetwork(c).address + 1) : "";
 }
 
-/** Dotted quad to unsigned 32-bit integer. */
-export function ipToInt(ip: string): number {
-  return ip.split(".").reduce((n, o) => ((n << 8) | Number(o)) >>> 0, 0);
-}
-
-/** Unsigned 32-bit integer to dotted quad. */
-export function intToIp(n: number): string {
-  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
-}
-
-function maskOf(len: number): number {
-  return len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
-}
-
-/** The 16 addresses of a /28 prefix such as `10.0.1.16/28`. */
+/**
+ * Every address of a delegated prefix such as `10.0.1.16/28` (16 of them), network address
+ * first. A prefix that does not parse holds no addresses.
+ */
 export function prefixAddresses(prefix: string): string[] {
-  const [addr, len] = prefix.split("/");
-  const base = ipToInt(addr) & maskOf(Number(len));
-  const size = 2 ** (32 - Number(len));
-  return Array.from({ length: size }, (_, i) => intToIp((base + i) >>> 0));
+  const c = parseIpv4Cidr(prefix);
+  return c ? cidrAddresses(c).map(formatIpv4) : [];
 }

@@ -6,6 +6,7 @@
  */
 
 import { InvalidInputError } from "./errors.ts";
+import { parseIpv4 } from "./ipv4.ts";
 
 /** An address family as netlink/ spells it. */
 export type Family = 4 | 6;
@@ -40,17 +41,8 @@ export function familyOfAf(af: number): Family | undefined {
 }
 
 function parseV4(s: string): Uint8Array | undefined {
-  const parts = s.split(".");
-  if (parts.length !== 4) return undefined;
-  const out = new Uint8Array(4);
-  for (let i = 0; i < 4; i++) {
-    const p = parts[i];
-    if (!/^(0|[1-9][0-9]{0,2})$/.test(p)) return undefined;
-    const n = Number(p);
-    if (n > 255) return undefined;
-    out[i] = n;
-  }
-  return out;
+  const n = parseIpv4(s);
+  return n === undefined ? undefined : new Uint8Array([n >>> 24, n >>> 16, n >>> 8, n]);
 }
 
 function parseV6(s: string): Uint8Array | undefined {

@@ -12,7 +12,7 @@
 import { FaultsSchema } from "./scenario.ts";
 import type { FaultConfig } from "./faults.ts";
 import type { SimState } from "./state.ts";
-import { formatCidr } from "./ipv4.ts";
+import { formatIpv4Cidr } from "../../netlink/ipv4.ts";
 
 /** Counters the server keeps (see `SimStats` in mod.ts). */
 export interface ControlStats {
@@ -36,7 +36,7 @@ export function stateJson(s: SimState): unknown {
     vpc: { id: s.vpc.id, cidrs: s.vpc.cidrs, tags: Object.fromEntries(s.vpc.tags) },
     subnets: [...s.subnets.values()].map((x) => ({
       id: x.id,
-      cidr: formatCidr(x.cidr),
+      cidr: formatIpv4Cidr(x.cidr),
       az: x.az,
       availableIps: s.availableIps(x),
       tags: Object.fromEntries(x.tags),

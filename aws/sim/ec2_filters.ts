@@ -5,7 +5,7 @@
  * @module
  */
 import type { EniState, InstanceState, SimState, SubnetState } from "./state.ts";
-import { formatCidr } from "./ipv4.ts";
+import { formatIpv4Cidr } from "../../netlink/ipv4.ts";
 
 /** Filter names DescribeNetworkInterfaces accepts (plus tag:K, tag-key, tag-value). */
 export const ENI_FILTERS = new Set([
@@ -81,7 +81,7 @@ export const SUBNET_FILTERS = new Set([
 
 /** Filter field values of a subnet. */
 export function subnetFields(s: SimState, sn: SubnetState): Record<string, string[]> {
-  const cidr = formatCidr(sn.cidr);
+  const cidr = formatIpv4Cidr(sn.cidr);
   return {
     "subnet-id": [sn.id],
     "vpc-id": [sn.vpcId],

@@ -12,7 +12,7 @@ import type {
   SubnetState,
   TypeLimits,
 } from "./state.ts";
-import { formatCidr } from "./ipv4.ts";
+import { formatIpv4Cidr } from "../../netlink/ipv4.ts";
 
 /** Escapes text for XML element content (quotes need no escaping there). */
 export function esc(s: string): string {
@@ -107,7 +107,7 @@ export function instanceNetworkInterfaceXml(state: SimState, e: EniState): strin
 export function subnetXml(state: SimState, s: SubnetState): string {
   return el("subnetId", s.id) +
     el("subnetArn", `arn:aws:ec2:${state.region}:${state.accountId}:subnet/${s.id}`) +
-    el("state", "available") + el("vpcId", s.vpcId) + el("cidrBlock", formatCidr(s.cidr)) +
+    el("state", "available") + el("vpcId", s.vpcId) + el("cidrBlock", formatIpv4Cidr(s.cidr)) +
     set("ipv6CidrBlockAssociationSet", []) + el("availableIpAddressCount", state.availableIps(s)) +
     el("availabilityZone", s.az) + el("availabilityZoneId", azId(state.region, s.az)) +
     el("defaultForAz", false) + el("mapPublicIpOnLaunch", false) + el("ownerId", state.accountId) +

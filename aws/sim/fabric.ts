@@ -12,7 +12,7 @@
  */
 import type { SimServer } from "./mod.ts";
 import type { EniState, SimState } from "./state.ts";
-import { formatIp } from "./ipv4.ts";
+import { formatIpv4 } from "../../netlink/ipv4.ts";
 
 const MTU = 9001;
 const TABLE = "vpcfab";
@@ -207,7 +207,7 @@ export class Fabric {
   async #ensureGateways(state: SimState): Promise<void> {
     const cmds: string[] = [];
     for (const s of state.subnets.values()) {
-      const gw = formatIp(s.cidr.base + 1);
+      const gw = formatIpv4(s.cidr.address + 1);
       if (this.#gateways.has(gw)) continue;
       this.#gateways.add(gw);
       cmds.push(`address add ${gw}/32 dev lo`);
@@ -271,9 +271,9 @@ export class Fabric {
       await must(
         ["ip", "-n", nodeNetns, "-batch", "-"],
         [
-          `address add ${primary}/${subnet.cidr.prefix} dev ${nodeIf}`,
+          `address add ${primary}/${subnet.cidr.prefixLen} dev ${nodeIf}`,
           `link set ${nodeIf} up`,
-          `route add default via ${formatIp(subnet.cidr.base + 1)} dev ${nodeIf}`,
+          `route add default via ${formatIpv4(subnet.cidr.address + 1)} dev ${nodeIf}`,
           "",
         ].join("\n"),
       );

@@ -6,7 +6,7 @@
  * @module
  */
 import type { EniState, SimState } from "./state.ts";
-import { formatCidr, parseCidr } from "./ipv4.ts";
+import { formatIpv4Cidr, parseIpv4Network } from "../../netlink/ipv4.ts";
 import { azId, privateDnsName } from "./ec2_xml.ts";
 
 const TTL_HEADER = "x-aws-ec2-metadata-token-ttl-seconds";
@@ -152,10 +152,11 @@ export class ImdsHandler {
       "security-groups": () =>
         eni.groupIds.map((g) => s.securityGroups.get(g)?.name ?? g).join("\n"),
       "subnet-id": () => eni.subnetId,
-      "subnet-ipv4-cidr-block": () => formatCidr(subnet.cidr),
+      "subnet-ipv4-cidr-block": () => formatIpv4Cidr(subnet.cidr),
       "vpc-id": () => eni.vpcId,
       "vpc-ipv4-cidr-block": () => s.vpc.cidrs[0],
-      "vpc-ipv4-cidr-blocks": () => s.vpc.cidrs.map((c) => formatCidr(parseCidr(c)!)).join("\n"),
+      "vpc-ipv4-cidr-blocks": () =>
+        s.vpc.cidrs.map((c) => formatIpv4Cidr(parseIpv4Network(c)!)).join("\n"),
     };
     if (key === "") {
       return Object.keys(values).filter((k) => values[k]() !== undefined).join("\n");

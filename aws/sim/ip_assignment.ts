@@ -5,7 +5,14 @@
  *
  * @module
  */
-import { formatCidr, formatIp, parseCidr, parseIp } from "./ipv4.ts";
+import {
+  cidrContains,
+  cidrWithin,
+  formatIpv4,
+  formatIpv4Cidr,
+  parseIpv4,
+  parseIpv4Network,
+} from "../../netlink/ipv4.ts";
 import { invalidCount, invalidValueThrow, SimError } from "./errors.ts";
 import { insufficient, isReserved, pickIps, pickPrefixes } from "./addresses.ts";
 import type { AssignParams, EniState, SubnetState } from "./model.ts";
@@ -69,37 +76,34 @@ export function assignPrivateIps(
   }
   const prefixes: number[] = [];
   for (const text of explicitPrefixes) {
-    const c = parseCidr(text);
-    if (
-      !c || c.prefix !== 28 || c.base < subnet.cidr.base ||
-      c.base + 16 > subnet.cidr.base + subnet.cidr.size
-    ) {
-      invalidValueThrow(`Prefix ${text} is not a /28 inside ${formatCidr(subnet.cidr)}`);
+    const c = parseIpv4Network(text);
+    if (!c || c.prefixLen !== 28 || !cidrWithin(c, subnet.cidr)) {
+      invalidValueThrow(`Prefix ${text} is not a /28 inside ${formatIpv4Cidr(subnet.cidr)}`);
     }
     for (let k = 0; k < 16; k++) {
-      if (subnet.used.has(c!.base + k) || isReserved(subnet, c!.base + k)) {
+      if (subnet.used.has(c!.address + k) || isReserved(subnet, c!.address + k)) {
         throw new SimError("InvalidParameterValue", `Prefix ${text} overlaps addresses in use`);
       }
     }
-    prefixes.push(c!.base);
+    prefixes.push(c!.address);
   }
   if (prefixCount > 0) prefixes.push(...pickPrefixes(subnet, prefixCount));
   // Commit.
   for (const ip of ips) {
     const holder = holderOf(state, ip, eni.subnetId);
     if (holder && holder !== eni) {
-      holder.privateIps = holder.privateIps.filter((x) => x.address !== formatIp(ip));
+      holder.privateIps = holder.privateIps.filter((x) => x.address !== formatIpv4(ip));
       state.emit({ kind: "unassign", eniId: holder.id });
     }
     subnet.used.add(ip);
-    eni.privateIps.push({ address: formatIp(ip), primary: false, assignedAt: now });
+    eni.privateIps.push({ address: formatIpv4(ip), primary: false, assignedAt: now });
   }
   for (const b of prefixes) {
     for (let k = 0; k < 16; k++) subnet.used.add(b + k);
-    eni.prefixes.push({ cidr: `${formatIp(b)}/28`, assignedAt: now });
+    eni.prefixes.push({ cidr: `${formatIpv4(b)}/28`, assignedAt: now });
   }
   state.emit({ kind: "assign", eniId });
-  return { ips: ips.map(formatIp), prefixes: prefixes.map((b) => `${formatIp(b)}/28`) };
+  return { ips: ips.map(formatIpv4), prefixes: prefixes.map((b) => `${formatIpv4(b)}/28`) };
 }
 
 /** UnassignPrivateIpAddresses (IPs and/or prefixes). */
@@ -133,11 +137,11 @@ export function unassignPrivateIps(
     }
   }
   eni.privateIps = eni.privateIps.filter((x) => !ips.includes(x.address));
-  for (const ip of ips) subnet.used.delete(parseIp(ip)!);
+  for (const ip of ips) subnet.used.delete(parseIpv4(ip)!);
   eni.prefixes = eni.prefixes.filter((x) => !prefixes.includes(x.cidr));
   for (const px of prefixes) {
-    const c = parseCidr(px)!;
-    for (let k = 0; k < 16; k++) subnet.used.delete(c.base + k);
+    const c = parseIpv4Network(px)!;
+    for (let k = 0; k < 16; k++) subnet.used.delete(c.address + k);
   }
   state.emit({ kind: "unassign", eniId });
 }
@@ -149,13 +153,13 @@ export function checkExplicitIp(
   text: string,
   reassignTo?: EniState,
 ): number {
-  const ip = parseIp(text);
+  const ip = parseIpv4(text);
   if (ip === undefined) invalidValueThrow(`Invalid IPv4 address: ${text}`);
-  if (ip! < s.cidr.base || ip! >= s.cidr.base + s.cidr.size) {
+  if (!cidrContains(s.cidr, ip!)) {
     invalidValueThrow(`Address ${text} does not fall within the subnet's address range`);
   }
   if (isReserved(s, ip!)) {
-    invalidValueThrow(`Address ${text} is reserved by AWS in ${formatCidr(s.cidr)}`);
+    invalidValueThrow(`Address ${text} is reserved by AWS in ${formatIpv4Cidr(s.cidr)}`);
   }
   if (s.used.has(ip!)) {
     const holder = holderOf(state, ip!, s.id);
@@ -168,7 +172,7 @@ export function checkExplicitIp(
 
 /** The ENI holding an address of a subnet as a private IP. */
 export function holderOf(state: SimState, ip: number, subnetId: string): EniState | undefined {
-  const text = formatIp(ip);
+  const text = formatIpv4(ip);
   for (const e of state.enis.values()) {
     if (e.subnetId === subnetId && e.privateIps.some((x) => x.address === text)) return e;
   }

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { Cidr } from "./ipv4.ts";
+import type { Ipv4Cidr } from "../../netlink/ipv4.ts";
 import type { Scenario } from "./scenario.ts";
 import { LIMITS_TABLE } from "../limits_table.ts";
 
@@ -25,7 +25,7 @@ export interface TypeLimits {
 /** A subnet and its address book. */
 export interface SubnetState {
   id: string;
-  cidr: Cidr;
+  cidr: Ipv4Cidr;
   az: string;
   vpcId: string;
   tags: Map<string, string>;

@@ -7,11 +7,17 @@
  */
 import { z } from "zod";
 import { isMap, LineCounter, parseDocument } from "yaml";
-import { cidrOverlaps, cidrWithin, parseCidr, parseIp } from "./ipv4.ts";
+import {
+  cidrOverlaps,
+  cidrSize,
+  cidrWithin,
+  parseIpv4,
+  parseIpv4Network,
+} from "../../netlink/ipv4.ts";
 import { LIMITS_TABLE } from "../limits_table.ts";
 
 const tags = z.record(z.string(), z.string()).default({});
-const cidrString = z.string().refine((s) => parseCidr(s) !== undefined, {
+const cidrString = z.string().refine((s) => parseIpv4Network(s) !== undefined, {
   message: "must be an IPv4 CIDR like 10.0.0.0/16 with zero host bits",
 });
 const bucket = z.object({
@@ -68,7 +74,7 @@ export const ScenarioSchema = z.object({
       subnet: z.string(),
       securityGroups: z.array(z.string()).default([]),
       az: z.string().optional(),
-      primaryIp: z.string().refine((s) => parseIp(s) !== undefined, "must be an IPv4 address")
+      primaryIp: z.string().refine((s) => parseIpv4(s) !== undefined, "must be an IPv4 address")
         .optional(),
       tags,
     }).strict(),
@@ -235,28 +241,28 @@ export function checkScenario(input: ScenarioInput, source = "<scenario object>"
 /** Cross-field checks zod cannot express: references, containment, uniqueness. */
 function checkReferences(s: Scenario): { path: PathKey[]; message: string }[] {
   const out: { path: PathKey[]; message: string }[] = [];
-  const vpcCidrs = s.vpc.cidrs.map((c) => parseCidr(c)!);
+  const vpcCidrs = s.vpc.cidrs.map((c) => parseIpv4Network(c)!);
   const subnetById = new Map<string, Scenario["subnets"][number]>();
   s.subnets.forEach((sn, i) => {
     if (subnetById.has(sn.id)) {
       out.push({ path: ["subnets", i, "id"], message: `duplicate subnet id ${sn.id}` });
     }
     subnetById.set(sn.id, sn);
-    const c = parseCidr(sn.cidr)!;
+    const c = parseIpv4Network(sn.cidr)!;
     if (!vpcCidrs.some((v) => cidrWithin(c, v))) {
       out.push({
         path: ["subnets", i, "cidr"],
         message: `${sn.cidr} is not inside the VPC CIDRs ${s.vpc.cidrs.join(", ")}`,
       });
     }
-    if (c.prefix < 16 || c.prefix > 28) {
+    if (c.prefixLen < 16 || c.prefixLen > 28) {
       out.push({
         path: ["subnets", i, "cidr"],
         message: "a subnet's prefix length must be between /16 and /28 (as in AWS)",
       });
     }
     s.subnets.slice(0, i).forEach((other, j) => {
-      if (cidrOverlaps(c, parseCidr(other.cidr)!)) {
+      if (cidrOverlaps(c, parseIpv4Network(other.cidr)!)) {
         out.push({
           path: ["subnets", i, "cidr"],
           message: `overlaps subnets[${j}] (${other.cidr})`,
@@ -295,9 +301,9 @@ function checkReferences(s: Scenario): { path: PathKey[]; message: string }[] {
         });
       }
       if (inst.primaryIp !== undefined) {
-        const c = parseCidr(sn.cidr)!;
-        const ip = parseIp(inst.primaryIp)!;
-        if (ip < c.base + 4 || ip >= c.base + c.size - 1) {
+        const c = parseIpv4Network(sn.cidr)!;
+        const ip = parseIpv4(inst.primaryIp)!;
+        if (ip < c.address + 4 || ip >= c.address + cidrSize(c) - 1) {
           out.push({
             path: ["instances", i, "primaryIp"],
             message: `${inst.primaryIp} is not a usable address of ${sn.cidr}`,

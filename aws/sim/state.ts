@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { formatIp, parseCidr, parseIp } from "./ipv4.ts";
+import { formatIpv4, parseIpv4, parseIpv4Network } from "../../netlink/ipv4.ts";
 import { invalidCount, SimError } from "./errors.ts";
 import { type Scenario, ScenarioError } from "./scenario.ts";
 import type { FaultConfig } from "./faults.ts";
@@ -65,7 +65,7 @@ export class SimState {
       tags: new Map(Object.entries(scenario.vpc.tags)),
     };
     for (const s of scenario.subnets) {
-      const cidr = parseCidr(s.cidr)!;
+      const cidr = parseIpv4Network(s.cidr)!;
       this.subnets.set(s.id, {
         id: s.id,
         cidr,
@@ -73,8 +73,8 @@ export class SimState {
         vpcId: this.vpc.id,
         tags: new Map(Object.entries(s.tags)),
         used: new Set(),
-        ipCursor: cidr.base + 4,
-        prefixCursor: cidr.base,
+        ipCursor: cidr.address + 4,
+        prefixCursor: cidr.address,
       });
     }
     for (const g of scenario.securityGroups) {
@@ -100,14 +100,14 @@ export class SimState {
         reservationId: `r-${randomHex(17)}`,
       });
       // Explicit primary IPs are taken before any is picked, so picks cannot collide.
-      if (inst.primaryIp !== undefined) subnet.used.add(parseIp(inst.primaryIp)!);
+      if (inst.primaryIp !== undefined) subnet.used.add(parseIpv4(inst.primaryIp)!);
     }
     for (const inst of scenario.instances) {
       const subnet = this.subnets.get(inst.subnet)!;
       const eni = this.#newEni(subnet, inst.securityGroups, "Primary network interface");
-      const ip = inst.primaryIp !== undefined ? parseIp(inst.primaryIp)! : pickIps(subnet, 1)[0];
+      const ip = inst.primaryIp !== undefined ? parseIpv4(inst.primaryIp)! : pickIps(subnet, 1)[0];
       subnet.used.add(ip);
-      eni.privateIps.push({ address: formatIp(ip), primary: true, assignedAt: 0 });
+      eni.privateIps.push({ address: formatIpv4(ip), primary: true, assignedAt: 0 });
       eni.createdAt = 0;
       eni.attachment = {
         id: `eni-attach-${randomHex(17)}`,
@@ -312,11 +312,11 @@ export class SimState {
     for (const base of prefixes) for (let k = 0; k < 16; k++) subnet.used.add(base + k);
     const eni = this.#newEni(subnet, groups, p.description ?? "");
     eni.createdAt = now;
-    eni.privateIps.push({ address: formatIp(primary), primary: true, assignedAt: now });
+    eni.privateIps.push({ address: formatIpv4(primary), primary: true, assignedAt: now });
     for (const ip of ips) {
-      eni.privateIps.push({ address: formatIp(ip), primary: false, assignedAt: now });
+      eni.privateIps.push({ address: formatIpv4(ip), primary: false, assignedAt: now });
     }
-    for (const b of prefixes) eni.prefixes.push({ cidr: `${formatIp(b)}/28`, assignedAt: now });
+    for (const b of prefixes) eni.prefixes.push({ cidr: `${formatIpv4(b)}/28`, assignedAt: now });
     for (const [k, v] of Object.entries(p.tags ?? {})) eni.tags.set(k, v);
     this.enis.set(eni.id, eni);
     if (p.clientToken !== undefined) {

@@ -5,7 +5,7 @@
  * @module
  */
 import { DatapathInputError } from "./errors.ts";
-import { cidrContains, isIpv4, parseCidr, parseIpv4 } from "./ipv4.ts";
+import { cidrContains, isIpv4, parseIpv4, parseIpv4Cidr } from "../../netlink/ipv4.ts";
 import { MAX_IFNAME_BYTES } from "./naming.ts";
 import {
   DATAPATH_KINDS,
@@ -52,7 +52,7 @@ export function validateConfig(cfg: DatapathConfig): DatapathConfig {
   }
   if (!Array.isArray(cfg.serviceCidrs)) fail("serviceCidrs must be a list of IPv4 CIDRs");
   for (const c of cfg.serviceCidrs) {
-    if (typeof c !== "string" || !c.includes("/") || !parseCidr(c)) {
+    if (typeof c !== "string" || !c.includes("/") || !parseIpv4Cidr(c)) {
       fail(`serviceCidrs entry ${JSON.stringify(c)} is not an IPv4 CIDR like 10.96.0.0/12`);
     }
   }
@@ -93,7 +93,7 @@ export function validateAddress(a: PodAddress): PodAddress {
     if (!Number.isInteger(e.deviceIndex) || e.deviceIndex < 0 || e.deviceIndex > 127) {
       fail(`address.eni.deviceIndex must be an integer in 0..127, got ${String(e.deviceIndex)}`);
     }
-    const subnet = typeof e.subnetCidr === "string" ? parseCidr(e.subnetCidr) : undefined;
+    const subnet = typeof e.subnetCidr === "string" ? parseIpv4Cidr(e.subnetCidr) : undefined;
     if (!subnet || !e.subnetCidr.includes("/")) {
       fail(`address.eni.subnetCidr ${JSON.stringify(e.subnetCidr)} is not an IPv4 CIDR`);
     }

@@ -8,6 +8,7 @@
  * @module
  */
 import { inNetns } from "../../netlink/mod.ts";
+import { formatIpv4, formatIpv4Cidr } from "../../netlink/ipv4.ts";
 import {
   attachPod,
   checkPod,
@@ -56,18 +57,14 @@ function scenario() {
 export function eniOf(state: SimState, eniId: string): DatapathEni {
   const e = state.eni(eniId);
   const subnet = state.subnets.get(e.subnetId)!;
-  const base = subnet.cidr.base;
-  const gw = [base >>> 24, (base >>> 16) & 255, (base >>> 8) & 255, (base & 255) + 1].join(".");
   return {
     id: e.id,
     mac: e.mac,
     deviceIndex: e.attachment!.deviceIndex,
     primary: e.attachment!.deviceIndex === 0,
     subnetId: e.subnetId,
-    subnetCidr: `${
-      [base >>> 24, (base >>> 16) & 255, (base >>> 8) & 255, base & 255].join(".")
-    }/${subnet.cidr.prefix}`,
-    gateway: gw,
+    subnetCidr: formatIpv4Cidr(subnet.cidr),
+    gateway: formatIpv4(subnet.cidr.address + 1),
     routeTable: 0,
     primaryIp: e.privateIps.find((p) => p.primary)!.address,
   };
