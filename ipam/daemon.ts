@@ -219,16 +219,21 @@ async function startLocked(
   let stopping = false;
   let resolveFinished!: () => void;
   const finished = new Promise<void>((r) => resolveFinished = r);
-  const collector = new LeakedEniCollector(ctx, cloud);
+  const collector = new LeakedEniCollector(ctx, cloud, report.detachedOurs);
   const loop = (async () => {
-    let lastEc2Sync = 0;
+    // The start-up reconcile was a full EC2 sync. The next one comes a period later, or as
+    // soon as the grace of ENIs it found leaked has passed, so they are not kept waiting.
+    let nextEc2Sync = now() + 1000 *
+        (report.detachedOurs.length
+          ? Math.min(cfg.leakedEniGraceSeconds, cfg.ec2ResyncSeconds)
+          : cfg.ec2ResyncSeconds);
     let lastImdsCheck = now();
     while (!stopping) {
       try {
         await pools.tick();
         if (!ready) collectGarbage(); // start-up garbage (SDK set-up, first answers) goes now
         ready = true;
-        let ec2Due = now() - lastEc2Sync >= cfg.ec2ResyncSeconds * 1000;
+        let ec2Due = now() >= nextEc2Sync;
         if (!ec2Due && now() - lastImdsCheck >= cfg.imdsCheckSeconds * 1000) {
           lastImdsCheck = now();
           const found = await imdsDisagreements(ctx, cloud, o.imdsSettleMs ?? IMDS_SETTLE_MS);
@@ -240,7 +245,8 @@ async function startLocked(
           }
         }
         if (ec2Due) {
-          lastEc2Sync = lastImdsCheck = now();
+          lastImdsCheck = now();
+          nextEc2Sync = now() + cfg.ec2ResyncSeconds * 1000;
           await subnetCache.refresh(0);
           if (await resyncWithEc2(ctx, cloud)) await writer.save();
           await collector.collect();

@@ -165,8 +165,13 @@ export async function resyncWithEc2(ctx: GrowthContext, cloud: TrackedCloud): Pr
 export class LeakedEniCollector {
   #firstSeen = new Map<string, number>();
 
-  /** Binds the collector to the growth context and the mutation-counting cloud. */
-  constructor(readonly ctx: GrowthContext, readonly cloud: TrackedCloud) {}
+  /**
+   * Binds the collector to the growth context and the mutation-counting cloud. `seen` are
+   * ENIs already found detached (by the start-up reconcile): their grace starts now.
+   */
+  constructor(readonly ctx: GrowthContext, readonly cloud: TrackedCloud, seen: string[] = []) {
+    for (const id of seen) this.#firstSeen.set(id, ctx.now());
+  }
 
   /**
    * One pass; returns the ids it deleted. A pass whose snapshot overlapped a mutating call

@@ -53,6 +53,8 @@ export interface ReconcileReport {
   orphansReleased: number;
   cooldownsKept: number;
   foreignDeviceIndexes: number[];
+  /** Our tagged ENIs seen detached ("available"): the leaked-ENI collector's first candidates. */
+  detachedOurs: string[];
 }
 
 /** Builds the node state from EC2, the checkpoint and the kernel. */
@@ -146,6 +148,7 @@ export async function reconcile(o: {
     orphansReleased,
     cooldownsKept,
     foreignDeviceIndexes: foreign,
+    detachedOurs: tagged.filter((d) => d.status === "available" && !d.attachment).map((d) => d.id),
   };
   log.info("reconciled: {enis} ENIs, {kept} allocations kept, {orphansReleased} orphans", {
     ...report,

@@ -4,7 +4,18 @@
  * the long `ec2ResyncSeconds` period comes round).
  */
 import assert from "node:assert/strict";
-import { addReq, delReq, eventually, INSTANCE, standardScenario, startStack } from "./harness.ts";
+import { startSim } from "../../aws/sim/mod.ts";
+import {
+  addReq,
+  delReq,
+  eventually,
+  INSTANCE,
+  standardScenario,
+  startDaemonOn,
+  startStack,
+  SUBNETS,
+  tempRoot,
+} from "./harness.ts";
 
 interface EniView {
   id: string;
@@ -64,5 +75,35 @@ Deno.test("resync: a steady node reads only IMDS; changes made behind its back a
     assert.equal(sum(stack.sim.stats.ec2), settled);
   } finally {
     await stack.close();
+  }
+});
+
+Deno.test("resync: an ENI leaked before start is deleted once its grace is over, not a long EC2 period later", async () => {
+  const sim = await startSim({ scenario: standardScenario() });
+  const tags = {
+    "vpcni.io/cluster": "test-cluster",
+    "vpcni.io/instance-id": INSTANCE,
+    "vpcni.io/created-at": new Date(Date.now() - 3_600_000).toISOString(),
+  };
+  const leaked = sim.state.createNetworkInterface({ subnetId: SUBNETS.internalA, tags }).id;
+  const notOurs = sim.state.createNetworkInterface({
+    subnetId: SUBNETS.internalA,
+    tags: { ...tags, "vpcni.io/cluster": "other" },
+  }).id;
+  const root = await tempRoot();
+  const started = Date.now();
+  const daemon = await startDaemonOn(sim, root, {
+    leakedEniGraceSeconds: 2,
+    ec2ResyncSeconds: 3600,
+  });
+  try {
+    assert.ok(await eventually(() => !sim.state.enis.has(leaked), 10_000));
+    const tookMs = Date.now() - started;
+    assert.ok(tookMs >= 2000, `deleted after its grace, not before (${tookMs} ms)`);
+    assert.ok(sim.state.enis.has(notOurs), "another cluster's ENI is never touched");
+  } finally {
+    await daemon.stop();
+    await sim.close();
+    await Deno.remove(root, { recursive: true });
   }
 });
