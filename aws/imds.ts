@@ -286,11 +286,19 @@ export class ImdsClient {
     return alt && /^\d+$/.test(alt) ? Number(alt) : 0;
   }
 
-  /** Every ENI IMDS shows for this instance, sorted by device index. */
-  async getEnis(): Promise<NodeEni[]> {
-    const macs = (await this.#list("network/interfaces/macs/"))
+  /**
+   * The MACs of the ENIs IMDS shows attached now (lower case): one request, so cheap enough
+   * to poll while an attach completes.
+   */
+  async listMacs(): Promise<string[]> {
+    return (await this.#list("network/interfaces/macs/"))
       .map((m) => m.replace(/\/$/, "").toLowerCase())
       .filter((m) => MAC.test(m));
+  }
+
+  /** Every ENI IMDS shows for this instance, sorted by device index. */
+  async getEnis(): Promise<NodeEni[]> {
+    const macs = await this.listMacs();
     const enis = await Promise.all(macs.map((m) => this.getEni(m)));
     return enis.sort((a, b) => a.networkCard - b.networkCard || a.deviceIndex - b.deviceIndex);
   }

@@ -90,6 +90,7 @@ export async function createAwsCloud(o: AwsCloudOptions): Promise<CloudApi & { c
         })),
       };
     },
+    attachedMacs: () => imds.listMacs(),
     async instanceLimits(type) {
       const l = await limits.get(type);
       return { maxEnis: l.maxEnis, ipv4PerEni: l.ipv4PerEni };

@@ -62,18 +62,29 @@ export interface CloudErrorLike {
 /** The AWS surface the daemon uses. */
 export interface CloudApi {
   nodeMetadata(): Promise<NodeMetadata>;
+  /**
+   * MACs (lower case) of the ENIs IMDS shows attached to this node now. IMDS is not counted
+   * against the EC2 API budget, so this is how an attach is waited for.
+   */
+  attachedMacs(): Promise<string[]>;
   instanceLimits(instanceType: string): Promise<InstanceLimits>;
   describeSubnets(vpcCidrHint: { az: string }): Promise<SubnetInfo[]>;
   describeSecurityGroups(): Promise<SecurityGroupInfo[]>;
   /** ENIs with these tag values (exact match on each key). */
   describeTaggedEnis(tags: Record<string, string>): Promise<EniDescription[]>;
   describeEnis(ids: string[]): Promise<EniDescription[]>;
+  /**
+   * Creates an ENI, with `secondaryIpCount` secondary addresses or `prefixCount` /28 prefixes
+   * assigned in the same call (one call instead of two).
+   */
   createEni(o: {
     subnetId: string;
     securityGroupIds: string[];
     description: string;
     tags: Record<string, string>;
     clientToken: string;
+    secondaryIpCount?: number;
+    prefixCount?: number;
   }): Promise<EniDescription>;
   attachEni(o: { eniId: string; instanceId: string; deviceIndex: number }): Promise<string>;
   setDeleteOnTermination(o: { eniId: string; attachmentId: string }): Promise<void>;

@@ -104,6 +104,21 @@ export async function assignToExisting(
   return got;
 }
 
+/**
+ * How many addresses to ask for when an ENI with `room` free slots is grown for `need`: in
+ * batches, not one per call. A pool sized in ENIs fills the ENI (as the AWS VPC CNI does);
+ * a pool sized in addresses asks for a whole warm batch at once.
+ */
+function ipBatch(pool: PoolConfig, room: number, need: number): number {
+  const batch = pool.warmEnis > 0 ? room : Math.max(pool.warmIps, 1);
+  return Math.min(room, Math.max(need, batch));
+}
+
+/** How many /28 prefixes to ask for when an ENI with `room` free slots is grown for `need`. */
+function prefixBatch(room: number, need: number): number {
+  return Math.min(room, Math.ceil(need / 16));
+}
+
 async function assignTo(
   ctx: GrowthContext,
   pool: PoolConfig,
@@ -113,8 +128,7 @@ async function assignTo(
   const slots = ctx.ipv4PerEni - 1;
   try {
     if (pool.prefixDelegation) {
-      const room = slots - eni.prefixes.length;
-      const count = Math.min(room, Math.ceil(need / 16));
+      const count = prefixBatch(slots - eni.prefixes.length, need);
       if (count <= 0) return 0;
       const prefixes = await ctx.cloud.assignPrefixes({ eniId: eni.id, count });
       let n = 0;
@@ -129,11 +143,7 @@ async function assignTo(
       ctx.onGrew();
       return n;
     }
-    const room = slots - eni.ips.size;
-    // Grow in batches, not one address per call: a pool sized in ENIs fills the ENI (as the
-    // AWS VPC CNI does), a pool sized in addresses asks for a whole warm batch at once.
-    const batch = pool.warmEnis > 0 ? room : Math.max(pool.warmIps, 1);
-    const count = Math.min(room, Math.max(need, batch));
+    const count = ipBatch(pool, slots - eni.ips.size, need);
     if (count <= 0) return 0;
     const ips = await ctx.cloud.assignIps({ eniId: eni.id, count });
     for (const ip of ips) eni.ips.add(ip);
@@ -201,6 +211,9 @@ export async function addEni(
       // ENIs being created right now (growth may add several at once) count as well.
       for (const id of ctx.reservedSubnets) exclude.add(id);
     }
+    // A new ENI gets its first addresses in the create call itself (one EC2 call, not two),
+    // unless a subnet just refused that many: then a bare ENI, filled after the attach.
+    let withAddresses = true;
     for (;;) {
       const subnet = pickSubnet(candidateSubnets(ctx, choice), {
         minFree: 2,
@@ -214,10 +227,17 @@ export async function addEni(
             (pool.allowSharedSubnets ? "" : " (allowSharedSubnets is false)"),
         );
       }
+      const slots = ctx.ipv4PerEni - 1;
+      const initial = !withAddresses
+        ? {}
+        : pool.prefixDelegation
+        ? { prefixCount: prefixBatch(slots, Math.max(need, 1)) }
+        : { secondaryIpCount: Math.min(ipBatch(pool, slots, need), subnet.availableIps - 1) };
       let created: EniDescription;
       ctx.reservedSubnets.push(subnet.id);
       try {
         created = await ctx.cloud.createEni({
+          ...initial,
           subnetId: subnet.id,
           securityGroupIds,
           description: `vpcni ${ctx.cfg.clusterName} ${ctx.instanceId} pool ${pool.name}`,
@@ -232,6 +252,10 @@ export async function addEni(
       } catch (e) {
         unreserve(ctx, subnet.id);
         if (cloudErrorCode(e) === "InsufficientFreeAddressesInSubnet") {
+          if (withAddresses) {
+            withAddresses = false; // perhaps room for the ENI, not for its batch
+            continue;
+          }
           markSubnetFull(ctx, subnet.id, pool.name);
           exclude.add(subnet.id);
           continue;
@@ -266,7 +290,7 @@ async function attachAndFill(
       instanceId: ctx.instanceId,
       deviceIndex,
     });
-    await waitAttached(ctx, created.id);
+    await waitAttached(ctx, created);
   } catch (e) {
     ctx.creating.delete(created.id);
     await ctx.cloud.deleteEni(created.id).then(
@@ -288,8 +312,12 @@ async function attachAndFill(
     primary: false,
     primaryIp: created.privateIps[0] ?? "",
     attachmentId,
-    ips: new Set(),
-    prefixes: [],
+    // Addresses assigned by the create call are usable now that the ENI is attached.
+    ips: new Set([
+      ...created.privateIps.slice(1),
+      ...created.prefixes.flatMap((p) => prefixAddresses(p)),
+    ]),
+    prefixes: [...created.prefixes],
   };
   ctx.state.enis.set(eni.id, eni);
   ctx.creating.delete(created.id);
@@ -308,19 +336,38 @@ async function attachAndFill(
       error: String(e),
     });
   }
-  return await assignTo(ctx, pool, eni, Math.max(need, 1));
+  const got = eni.ips.size;
+  if (got > 0) {
+    subnet.availableIps = Math.max(0, subnet.availableIps - created.privateIps.length + 1);
+    ctx.metrics.ipsAssigned.inc({ pool: pool.name }, got);
+    ctx.onGrew();
+  }
+  if (got >= Math.max(need, 1)) return got;
+  return got + await assignTo(ctx, pool, eni, Math.max(need, 1) - got);
 }
 
-async function waitAttached(ctx: GrowthContext, eniId: string): Promise<void> {
+/**
+ * Waits for an attach to complete by watching IMDS for the ENI's MAC (free: IMDS is not
+ * counted against the EC2 API budget, and it lists the MAC once the device is on the node).
+ * EC2 is asked only when IMDS cannot answer, and every 10 s in case IMDS lags.
+ */
+async function waitAttached(ctx: GrowthContext, created: EniDescription): Promise<void> {
+  const mac = created.mac.toLowerCase();
   const deadline = ctx.now() + 120_000;
+  let nextEc2Look = ctx.now() + 10_000;
   let delay = 100;
   while (ctx.now() < deadline) {
-    const [d] = await ctx.cloud.describeEnis([eniId]).catch(() => [] as EniDescription[]);
-    if (d?.attachment?.status === "attached") return;
+    const macs = await ctx.cloud.attachedMacs().catch(() => undefined);
+    if (macs?.includes(mac)) return;
+    if (!macs || ctx.now() >= nextEc2Look) {
+      nextEc2Look = ctx.now() + 10_000;
+      const [d] = await ctx.cloud.describeEnis([created.id]).catch(() => [] as EniDescription[]);
+      if (d?.attachment?.status === "attached") return;
+    }
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 1000);
   }
-  throw new Error(`ENI ${eniId} did not reach "attached" in 120 s`);
+  throw new Error(`ENI ${created.id} did not reach "attached" in 120 s`);
 }
 
 /** Waits until a detached ENI is "available", then deletes it. */

@@ -4,8 +4,9 @@
  * same EC2/IMDS clients against the same simulator. What it does, as documented for ipamd:
  * - a pool monitor every 5 s: while fewer than one ENI's worth of addresses is available
  *   (cooling addresses are not available), fill the newest ENI that has room with all the
- *   addresses it can take in one AssignPrivateIpAddresses call, else create and attach a new
- *   ENI and fill it the same way;
+ *   addresses it can take in one AssignPrivateIpAddresses call, else create a new ENI with
+ *   all its addresses in the CreateNetworkInterface call, attach it, wait for IMDS to show
+ *   it (ipamd polls the metadata, not EC2) and set delete-on-termination;
  * - every 30 s a decrease pass frees an ENI with no pods while more than one ENI's worth
  *   beyond the target is available;
  * - released addresses cool down for 30 s.
@@ -104,6 +105,8 @@ export class AwsCniWarmEniBaseline {
         if (!eni) {
           if (this.#enis.length >= this.#maxEnis) return;
           eni = await this.#newEni();
+          this.#wake();
+          if (eni.ips.length >= this.#perEni) continue;
         }
         const ips = await this.cloud.assignIps({
           eniId: eni.id,
@@ -129,19 +132,23 @@ export class AwsCniWarmEniBaseline {
       description: "aws-K8S-baseline",
       tags: { "node.k8s.amazonaws.com/instance_id": this.#instanceId },
       clientToken: crypto.randomUUID(),
+      secondaryIpCount: this.#perEni,
     });
     const attachmentId = await this.cloud.attachEni({
       eniId: created.id,
       instanceId: this.#instanceId,
       deviceIndex,
     });
-    for (;;) {
-      const [d]: EniDescription[] = await this.cloud.describeEnis([created.id]);
-      if (d?.attachment?.status === "attached") break;
+    while (!(await this.cloud.attachedMacs()).includes(created.mac.toLowerCase())) {
       await new Promise((r) => setTimeout(r, 100));
     }
     await this.cloud.setDeleteOnTermination({ eniId: created.id, attachmentId });
-    const eni: Eni = { id: created.id, deviceIndex, attachmentId, ips: [] };
+    const eni: Eni = {
+      id: created.id,
+      deviceIndex,
+      attachmentId,
+      ips: created.privateIps.slice(1),
+    };
     this.#enis.push(eni);
     return eni;
   }

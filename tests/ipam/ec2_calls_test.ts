@@ -1,0 +1,48 @@
+/**
+ * What a pool's growth costs in EC2 calls, the account-wide budget every node shares: a new
+ * ENI is one create (with its addresses), one attach and one attribute change. The attach is
+ * waited for on IMDS, which is not counted against the EC2 API budget.
+ */
+import assert from "node:assert/strict";
+import { addReq, eventually, standardScenario, startStack } from "./harness.ts";
+
+interface PoolView {
+  name: string;
+  free: number;
+  enis: number;
+}
+
+Deno.test("ec2 calls: a new ENI costs create + attach + modify; no assign, no describe polling", async () => {
+  const stack = await startStack(standardScenario(), {
+    pools: [{ name: "default", warmEnis: 1, ipCooldownSeconds: 0 }],
+    imdsCheckSeconds: 3600,
+    ec2ResyncSeconds: 3600,
+  });
+  try {
+    const pool = async () => (await stack.introspect<PoolView[]>("/v1/pools"))[0];
+    // m5.xlarge: 15 addresses per ENI. The primary ENI's 14 are the first warm ENI's worth.
+    assert.ok(await eventually(async () => (await pool()).free >= 14, 15_000));
+    const before = new Map(stack.sim.stats.ec2);
+    const delta = (action: string) =>
+      (stack.sim.stats.ec2.get(action) ?? 0) - (before.get(action) ?? 0);
+
+    // 14 pods take every warm address: the pool adds one ENI to be one ENI's worth ahead.
+    for (let i = 0; i < 14; i++) assert.ok((await stack.call(addReq(`b${i}`))).ok);
+    assert.ok(await eventually(async () => (await pool()).free >= 14, 15_000));
+    assert.equal((await pool()).enis, 2);
+
+    assert.deepEqual(
+      Object.fromEntries([...stack.sim.stats.ec2.keys()].map((a) => [a, delta(a)])),
+      Object.fromEntries([...stack.sim.stats.ec2.keys()].map((a) => [
+        a,
+        ({
+          CreateNetworkInterface: 1,
+          AttachNetworkInterface: 1,
+          ModifyNetworkInterfaceAttribute: 1,
+        } as Record<string, number>)[a] ?? 0,
+      ])),
+    );
+  } finally {
+    await stack.close();
+  }
+});
