@@ -243,6 +243,7 @@ async function startLocked(
             });
             ec2Due = true;
           }
+          if (!ec2Due) collectGarbage(); // a quiet moment, once a minute
         }
         if (ec2Due) {
           lastImdsCheck = now();

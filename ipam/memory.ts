@@ -4,7 +4,7 @@
  * full collection it schedules on its own; a node agent should sit at its floor instead.
  * When the runtime exposes `gc` (V8 flag `--expose-gc`, baked into the compiled executable),
  * the daemon asks for a full collection at quiet moments: after start-up reconciliation and
- * after each re-sync with EC2. Without the flag this does nothing.
+ * after each check against IMDS or re-sync with EC2. Without the flag this does nothing.
  *
  * @module
  */
