@@ -14,17 +14,13 @@ import { CheckpointWriter, readCheckpoint } from "./checkpoint.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
 import type { GrowthContext } from "./growth.ts";
 import { PoolManager } from "./pools.ts";
-import {
-  type KernelView,
-  netnsPathKernelView,
-  reconcile,
-  type ReconcileReport,
-} from "./reconcile.ts";
+import { reconcile, type ReconcileReport } from "./reconcile.ts";
 import { matchSubnets } from "./subnets.ts";
 import { matchesTags, parseSelector } from "./selector.ts";
 import { serveUnixApi } from "./api.ts";
 import { LeakedEniCollector, resyncWithEc2, trackMutations } from "./ec2_sync.ts";
 import { IMDS_SETTLE_MS, imdsDisagreements } from "./imds_check.ts";
+import { hostKernelView, type KernelView } from "./kernel_view.ts";
 import { SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cache.ts";
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
@@ -113,7 +109,7 @@ export async function startDaemon(
     throw new Error(`cannot lock ${cfg.stateDir}/${LOCK_FILE}: ${(e as Error).message}`);
   }
   try {
-    return await startLocked(cfg, cloud, lock, now, o.kernel ?? netnsPathKernelView, o);
+    return await startLocked(cfg, cloud, lock, now, o.kernel ?? hostKernelView(), o);
   } catch (e) {
     lock.close();
     throw e;
@@ -230,6 +226,16 @@ async function startLocked(
     let lastImdsCheck = now();
     while (!stopping) {
       try {
+        if (state.routedUnknown.size) {
+          const routed = await kernel.routedPodIps();
+          const cooldown = (ip: string) =>
+            (cfg.pools.find((p) => p.name === state.ownerOf(ip)?.pool)?.ipCooldownSeconds ?? 30) *
+            1000;
+          if (routed && state.releaseUnrouted(routed, now(), cooldown)) {
+            await writer.save();
+            ctx.onGrew();
+          }
+        }
         await pools.tick();
         if (!ready) collectGarbage(); // start-up garbage (SDK set-up, first answers) goes now
         ready = true;

@@ -1,6 +1,6 @@
 /**
  * Introspection and metrics on loopback: GET /v1/pools, /v1/enis, /v1/allocations,
- * /v1/cooldowns, /v1/config, /healthz, /readyz and Prometheus /metrics.
+ * /v1/cooldowns, /v1/routed-unknown, /v1/config, /healthz, /readyz and Prometheus /metrics.
  *
  * @module
  */
@@ -84,6 +84,8 @@ export function serveIntrospection(
         );
       case "/v1/allocations":
         return Response.json([...pools.ctx.state.allocations.values()]);
+      case "/v1/routed-unknown":
+        return Response.json([...pools.ctx.state.routedUnknown].sort());
       case "/v1/cooldowns":
         return Response.json([...pools.ctx.state.cooldowns.values()].filter((c) => c.until > now));
       case "/v1/config":

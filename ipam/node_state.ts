@@ -59,6 +59,11 @@ export class NodeState {
   readonly holder = new Map<string, string>();
   /** Addresses in cooldown. */
   readonly cooldowns = new Map<string, CooldownRecord>();
+  /**
+   * Addresses the host still routes to a pod that no allocation names (a lost checkpoint):
+   * not free until the pod's rule goes. Derived from the kernel, so not checkpointed.
+   */
+  readonly routedUnknown = new Set<string>();
 
   /** Builds an empty model for one instance. */
   constructor(readonly instanceId: string) {}
@@ -71,7 +76,7 @@ export class NodeState {
 
   /** Whether an address is free for an ADD at `now`. */
   isFree(ip: string, now: number): boolean {
-    if (this.holder.has(ip)) return false;
+    if (this.holder.has(ip) || this.routedUnknown.has(ip)) return false;
     const c = this.cooldowns.get(ip);
     return c === undefined || c.until <= now;
   }
@@ -83,7 +88,7 @@ export class NodeState {
       s.enis++;
       for (const ip of e.ips) {
         s.total++;
-        if (this.holder.has(ip)) s.used++;
+        if (this.holder.has(ip) || this.routedUnknown.has(ip)) s.used++;
         else if (!this.isFree(ip, now)) s.cooling++;
         else s.free++;
       }
@@ -124,6 +129,23 @@ export class NodeState {
       this.cooldowns.set(a.ip, { ip: a.ip, eniId: a.eniId, until: now + cooldownMs });
     }
     return a;
+  }
+
+  /**
+   * Lets go of routed-unknown addresses whose pod rule is gone (`routed` is what the host
+   * routes now): each cools down like a released address. True if any went.
+   */
+  releaseUnrouted(routed: Set<string>, now: number, cooldownMs: (ip: string) => number): boolean {
+    let changed = false;
+    for (const ip of this.routedUnknown) {
+      if (routed.has(ip)) continue;
+      this.routedUnknown.delete(ip);
+      changed = true;
+      const owner = this.ownerOf(ip);
+      const ms = cooldownMs(ip);
+      if (owner && ms > 0) this.cooldowns.set(ip, { ip, eniId: owner.id, until: now + ms });
+    }
+    return changed;
   }
 
   /** Drops expired cooldowns and those of addresses no longer held; true if any went. */

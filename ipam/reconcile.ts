@@ -3,7 +3,8 @@
  * - EC2 (and IMDS for the primary ENI): the truth for which ENIs are attached and which
  *   addresses they hold;
  * - the checkpoint: which pod holds which address, and cooldowns;
- * - the kernel: whether each pod's network namespace still exists.
+ * - the kernel: whether each pod's network namespace still exists, and which addresses the
+ *   host still routes to pods (ipam/kernel_view.ts).
  *
  * Allocations whose address EC2 no longer assigns are dropped; allocations whose pod netns
  * is gone are orphans, released into cooldown; assigned addresses nobody holds are free.
@@ -19,31 +20,7 @@ import { TAG_CLUSTER, TAG_INSTANCE, TAG_POOL } from "./growth.ts";
 import { matchSubnets, prefixAddresses } from "./subnets.ts";
 import type { SubnetInfo } from "./cloud.ts";
 import { log } from "./log.ts";
-
-/**
- * What the kernel can tell about a pod. The netlink room's read-only link listing can
- * later refine this (host-side veth of the attachment); today a pod is alive while the
- * netns path the runtime gave on ADD exists, which is what kubelet's runtime removes on
- * sandbox teardown.
- */
-export interface KernelView {
-  /** true: the pod's netns exists; false: it is gone; undefined: cannot tell. */
-  podAlive(netns: string | undefined): Promise<boolean | undefined>;
-}
-
-/** The default kernel view: a pod is alive while its netns path exists. */
-export const netnsPathKernelView: KernelView = {
-  async podAlive(netns) {
-    if (!netns) return undefined;
-    try {
-      await Deno.stat(netns);
-      return true;
-    } catch (e) {
-      if (e instanceof Deno.errors.NotFound) return false;
-      return undefined;
-    }
-  },
-};
+import type { KernelView } from "./kernel_view.ts";
 
 /** Summary of what reconciliation did, for the log and for tests. */
 export interface ReconcileReport {
@@ -52,6 +29,8 @@ export interface ReconcileReport {
   droppedUnassigned: number;
   orphansReleased: number;
   cooldownsKept: number;
+  /** Addresses no allocation names that the host still routes to a pod: held, not free. */
+  routedUnknown: number;
   foreignDeviceIndexes: number[];
   /** Our tagged ENIs seen detached ("available"): the leaked-ENI collector's first candidates. */
   detachedOurs: string[];
@@ -141,12 +120,27 @@ export async function reconcile(o: {
       cooldownsKept++;
     }
   }
+  // A lost checkpoint must not turn running pods' addresses into free ones.
+  const routed = await o.kernel.routedPodIps();
+  for (const ip of routed ?? []) {
+    if (state.ownerOf(ip) && !state.holder.has(ip)) {
+      state.routedUnknown.add(ip);
+      state.cooldowns.delete(ip);
+    }
+  }
+  if (state.routedUnknown.size) {
+    log.warn(
+      "{count} addresses are routed to pods no allocation names (checkpoint lost?); held until those pods are deleted",
+      { count: state.routedUnknown.size, ips: [...state.routedUnknown] },
+    );
+  }
   const report: ReconcileReport = {
     enis: state.enis.size,
     kept,
     droppedUnassigned,
     orphansReleased,
     cooldownsKept,
+    routedUnknown: state.routedUnknown.size,
     foreignDeviceIndexes: foreign,
     detachedOurs: tagged.filter((d) => d.status === "available" && !d.attachment).map((d) => d.id),
   };

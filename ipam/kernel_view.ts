@@ -1,0 +1,59 @@
+/**
+ * What the daemon reads from the node's kernel: whether a pod's netns still exists, and which
+ * addresses the host still routes to pods. The second is the backstop for a lost checkpoint
+ * (deleted, or moved aside after corruption): every pod the CNI plugin set up has the host
+ * rule `to <ip>/32 lookup main` at a fixed priority, so an address with that rule belongs to
+ * a running pod even when no allocation names it, and must not be handed out again.
+ *
+ * @module
+ */
+import { listRules, MAIN_TABLE, NetlinkSocket } from "../netlink/mod.ts";
+import { RULE_PRIORITY_TO_POD } from "../cni/datapath/types.ts";
+
+/** What the kernel can tell about the node's pods. */
+export interface KernelView {
+  /** true: the pod's netns exists; false: it is gone; undefined: cannot tell. */
+  podAlive(netns: string | undefined): Promise<boolean | undefined>;
+  /**
+   * Addresses the host routes to a pod (the datapath's per-pod rule), or undefined when
+   * the rules cannot be read. Pods set up by another main plugin (vpcni as IPAM only) have
+   * no such rule and are not seen here.
+   */
+  routedPodIps(): Promise<Set<string> | undefined>;
+}
+
+/**
+ * The kernel as the daemon sees it from its own netns (the host's: the daemon runs with host
+ * networking), or from `netnsPath` when given (the demo's and the tests' node namespaces).
+ */
+export function hostKernelView(netnsPath?: string): KernelView {
+  return {
+    async podAlive(netns) {
+      if (!netns) return undefined;
+      try {
+        await Deno.stat(netns);
+        return true;
+      } catch (e) {
+        if (e instanceof Deno.errors.NotFound) return false;
+        return undefined;
+      }
+    },
+    routedPodIps() {
+      let sock: NetlinkSocket | undefined;
+      try {
+        sock = netnsPath ? NetlinkSocket.openIn(netnsPath) : NetlinkSocket.open();
+        const ips = new Set<string>();
+        for (const r of listRules(sock, 4)) {
+          if (r.priority !== RULE_PRIORITY_TO_POD || r.src || !r.dst?.endsWith("/32")) continue;
+          if (r.table !== MAIN_TABLE) continue;
+          ips.add(r.dst.slice(0, -3));
+        }
+        return Promise.resolve(ips);
+      } catch {
+        return Promise.resolve(undefined);
+      } finally {
+        sock?.close();
+      }
+    },
+  };
+}

@@ -1,0 +1,105 @@
+/**
+ * A lost checkpoint (deleted, or moved aside after corruption as doctor advises) must not
+ * turn running pods' addresses into free ones. The kernel still routes each pod's address
+ * (the datapath's `to <ip>/32 lookup main` rule at priority 1000): the daemon holds those
+ * addresses until the pod's DEL removes the rule.
+ */
+import assert from "node:assert/strict";
+import { startSim } from "../../aws/sim/mod.ts";
+import { CHECKPOINT_FILE } from "../../ipam/checkpoint.ts";
+import { hostKernelView } from "../../ipam/kernel_view.ts";
+import type { RunningDaemon } from "../../ipam/daemon.ts";
+import {
+  addReq,
+  eventually,
+  ipamClient,
+  standardScenario,
+  startDaemonOn,
+  tempRoot,
+} from "./harness.ts";
+import { run } from "../helpers/sh.ts";
+
+interface PoolView {
+  used: number;
+  free: number;
+}
+
+async function ip(...args: string[]) {
+  const r = await run(["ip", ...args]);
+  assert.equal(r.code, 0, `ip ${args.join(" ")}: ${r.stderr}`);
+}
+
+Deno.test("lost checkpoint: addresses the host still routes to pods stay held until their rules go", async () => {
+  const node = `vlc${Deno.pid % 100000}`;
+  await ip("netns", "add", node);
+  const sim = await startSim({ scenario: standardScenario() });
+  const root = await tempRoot();
+  const config = {
+    pools: [{ name: "default", warmEnis: 0, warmIps: 4, minimumIps: 10, ipCooldownSeconds: 1 }],
+  };
+  const kernel = hostKernelView(`/run/netns/${node}`);
+  let daemon: RunningDaemon | undefined;
+  try {
+    daemon = await startDaemonOn(sim, root, config, undefined, { kernel });
+    let client = ipamClient(`${root}/ipam.sock`);
+    const running: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await client.call(addReq(`run${i}`));
+      assert.ok(r.ok && "allocation" in r, JSON.stringify(r));
+      running.push(r.allocation.ip);
+      // What the plugin's ADD leaves on the node for each pod.
+      await ip(
+        "-n",
+        node,
+        "rule",
+        "add",
+        "to",
+        `${r.allocation.ip}/32`,
+        "lookup",
+        "main",
+        "prio",
+        "1000",
+      );
+    }
+
+    // The daemon stops; its checkpoint is lost; it starts again.
+    await daemon.stop();
+    await Deno.remove(`${root}/state/${CHECKPOINT_FILE}`);
+    daemon = await startDaemonOn(sim, root, config, undefined, { kernel });
+    client = ipamClient(`${root}/ipam.sock`);
+    assert.equal(daemon.report.routedUnknown, 3);
+    const pools = () =>
+      fetch(`http://127.0.0.1:${daemon!.introspectionAddr.port}/v1/pools`)
+        .then((r) => r.json() as Promise<PoolView[]>);
+    assert.equal((await pools())[0].used, 3, "the running pods' addresses count as used");
+
+    // New pods never get a running pod's address.
+    const fresh: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const r = await client.call(addReq(`new${i}`));
+      assert.ok(r.ok && "allocation" in r, JSON.stringify(r));
+      fresh.push(r.allocation.ip);
+    }
+    for (const ipAddr of running) assert.ok(!fresh.includes(ipAddr), `${ipAddr} handed out twice`);
+
+    // The first running pod is deleted (its DEL removes the rule; the daemon never knew it):
+    // its address cools down and comes back to the pool.
+    await ip("-n", node, "rule", "del", "to", `${running[0]}/32`, "lookup", "main", "prio", "1000");
+    assert.ok(await eventually(async () => (await pools())[0].used === 2 + 12, 10_000));
+    const next: string[] = [];
+    assert.ok(
+      await eventually(async () => {
+        const r = await client.call(addReq(`again${next.length}`));
+        if (r.ok && "allocation" in r) next.push(r.allocation.ip);
+        return next.includes(running[0]);
+      }, 15_000),
+      `${running[0]} is free again once its pod is gone`,
+    );
+    assert.ok(!next.includes(running[1]) && !next.includes(running[2]));
+  } finally {
+    await daemon?.stop();
+    await sim.close();
+    await Deno.remove(root, { recursive: true }).catch(() => {});
+    await run(["ip", "netns", "del", node]);
+  }
+});
