@@ -130,7 +130,10 @@ async function startLocked(
   const primary = node.enis.find((e) => e.deviceIndex === 0);
   if (!primary) throw new Error("IMDS shows no primary ENI (device index 0)");
   const subnets: SubnetInfo[] = await cloud.describeSubnets({ az: node.az });
-  const groups = await cloud.describeSecurityGroups();
+  // Pools on the primary ENI's groups need no lookup (IMDS named them).
+  const groups = cfg.pools.some((p) => p.securityGroups !== "primary")
+    ? await cloud.describeSecurityGroups()
+    : [];
 
   const problems: string[] = [];
   cfg.pools.forEach((p, i) => {
