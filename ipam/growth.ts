@@ -370,21 +370,45 @@ async function waitAttached(ctx: GrowthContext, created: EniDescription): Promis
   throw new Error(`ENI ${created.id} did not reach "attached" in 120 s`);
 }
 
-/** Waits until a detached ENI is "available", then deletes it. */
-export async function deleteDetached(ctx: GrowthContext, eniId: string): Promise<void> {
+/**
+ * Deletes an ENI whose detach was requested, once the detach has completed. Watched on IMDS
+ * (free: the MAC leaves the node when the detach completes), so a release usually costs one
+ * DeleteNetworkInterface; EC2 is polled only if IMDS cannot answer or the delete is refused
+ * as still in use.
+ */
+export async function deleteDetached(
+  ctx: GrowthContext,
+  eni: { id: string; mac: string },
+): Promise<void> {
   const deadline = ctx.now() + 60_000;
+  const mac = eni.mac.toLowerCase();
   let delay = 100;
   while (ctx.now() < deadline) {
-    const [d] = await ctx.cloud.describeEnis([eniId]).catch(() => [] as EniDescription[]);
+    const macs = await ctx.cloud.attachedMacs().catch(() => undefined);
+    if (!macs || !macs.includes(mac)) break;
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 1000);
+  }
+  try {
+    await ctx.cloud.deleteEni(eni.id);
+    return;
+  } catch (e) {
+    const code = cloudErrorCode(e);
+    if (code === "InvalidNetworkInterfaceID.NotFound") return;
+    if (code !== "InvalidNetworkInterface.InUse") throw e;
+  }
+  delay = 100;
+  while (ctx.now() < deadline) {
+    const [d] = await ctx.cloud.describeEnis([eni.id]).catch(() => [] as EniDescription[]);
     if (!d) return;
     if (d.status === "available") {
-      await ctx.cloud.deleteEni(eniId);
+      await ctx.cloud.deleteEni(eni.id);
       return;
     }
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 1000);
   }
-  throw new Error(`ENI ${eniId} still not "available" after detach`);
+  throw new Error(`ENI ${eni.id} still not "available" after detach`);
 }
 
 /** The number of addresses one ENI of this pool holds when full. */

@@ -462,7 +462,7 @@ export class PoolManager {
       surplus -= eni.ips.size;
       log.info("releasing idle ENI {eniId} of pool {pool}", { eniId: eni.id, pool });
       await cloud.detachEni(eni.attachmentId);
-      await deleteDetached(this.ctx, eni.id);
+      await deleteDetached(this.ctx, eni);
       metrics.enisDeleted.inc({ reason: "surplus" });
       this.#clearExhausted(rt);
       for (const other of this.pools.values()) {

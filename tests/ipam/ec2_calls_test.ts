@@ -4,7 +4,14 @@
  * waited for on IMDS, which is not counted against the EC2 API budget.
  */
 import assert from "node:assert/strict";
-import { addReq, eventually, standardScenario, startStack } from "./harness.ts";
+import {
+  addReq,
+  delReq,
+  eventually,
+  simNodeEnis,
+  standardScenario,
+  startStack,
+} from "./harness.ts";
 
 interface PoolView {
   name: string;
@@ -12,7 +19,7 @@ interface PoolView {
   enis: number;
 }
 
-Deno.test("ec2 calls: a new ENI costs create + attach + modify; no assign, no describe polling", async () => {
+Deno.test("ec2 calls: a new ENI costs create + attach + modify, a released one detach + delete; no polling", async () => {
   const stack = await startStack(standardScenario(), {
     pools: [{ name: "default", warmEnis: 1, ipCooldownSeconds: 0 }],
     imdsCheckSeconds: 3600,
@@ -42,6 +49,19 @@ Deno.test("ec2 calls: a new ENI costs create + attach + modify; no assign, no de
         } as Record<string, number>)[a] ?? 0,
       ])),
     );
+
+    // The pods go: after the hysteresis the idle ENI is released with one detach and one
+    // delete; the detach is watched on IMDS, not polled on EC2.
+    const beforeRelease = new Map(stack.sim.stats.ec2);
+    for (let i = 0; i < 14; i++) assert.ok((await stack.call(delReq(`b${i}`))).ok);
+    assert.ok(await eventually(async () => (await pool()).enis === 1, 15_000));
+    assert.ok(await eventually(() => simNodeEnis(stack.sim).length === 1, 5_000));
+    const released = Object.fromEntries(
+      [...stack.sim.stats.ec2].map(([a, n]) => [a, n - (beforeRelease.get(a) ?? 0)]).filter((
+        [, n],
+      ) => (n as number) > 0),
+    );
+    assert.deepEqual(released, { DetachNetworkInterface: 1, DeleteNetworkInterface: 1 });
   } finally {
     await stack.close();
   }
