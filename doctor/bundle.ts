@@ -137,6 +137,7 @@ export async function bundleFiles(
     files.push(json("daemon/enis.json", f.enis));
     files.push(json("daemon/allocations.json", f.allocations));
     files.push(json("daemon/cooldowns.json", f.cooldowns));
+    files.push(json("daemon/routed-unknown.json", f.routedUnknown));
     if (f.metrics) files.push({ name: "daemon/metrics.txt", data: f.metrics });
   }
   files.push(json("daemon/status.json", f.daemon));

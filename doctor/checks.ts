@@ -121,7 +121,24 @@ export function checkDatapath(f: Facts, d: DatapathFindings | string): CheckResu
       }): pod netns ${a.netns} is gone but the address is held`
     ),
     ...d.orphans.map((o) => o.text),
+    ...d.held.map((ip) => `${ip}: routed to a pod no allocation names; held, not an orphan`),
+    ...d.unjudged.map((ip) => `${ip}: routed to a pod that may be running; not judged`),
   ];
+  // Addresses of pods the allocations do not name (a lost checkpoint): never a failure of
+  // their own, and never something to remove by hand.
+  const podParts = [
+    d.held.length ? `${d.held.length} address(es) held for pods no allocation names` : "",
+    d.unjudged.length
+      ? `cannot judge ${d.unjudged.length} pod address(es): no daemon, no checkpoint`
+      : "",
+  ].filter(Boolean);
+  const podFixes = [
+    d.held.length ? "leave held addresses be: each comes back when its pod is deleted" : "",
+    d.unjudged.length
+      ? (f.checkpointCorrupt ? "move the checkpoint aside, " : "") +
+        "start the daemon (it rebuilds its state), then run doctor again"
+      : "",
+  ].filter(Boolean);
   // Sysctls are set by the first ADD: with no pods yet, a wrong value is not a failure.
   const sysctlFails = d.sysctl.length > 0 && f.allocations.length > 0;
   if (d.missing.length > 0 || sysctlFails) {
@@ -144,9 +161,17 @@ export function checkDatapath(f: Facts, d: DatapathFindings | string): CheckResu
           "secondary ENIs) and persist them in /etc/sysctl.d",
       );
     }
-    return { ...base, status: "fail", found: parts.join(", "), details, fix: fixes.join("; ") };
+    return {
+      ...base,
+      status: "fail",
+      found: [...parts, ...podParts].join(", "),
+      details,
+      fix: [...fixes, ...podFixes].join("; "),
+    };
   }
-  if (d.orphans.length > 0 || d.goneNetns.length > 0 || d.sysctl.length > 0) {
+  if (
+    d.orphans.length > 0 || d.goneNetns.length > 0 || d.sysctl.length > 0 || podParts.length > 0
+  ) {
     return {
       ...base,
       status: "warn",
@@ -156,15 +181,21 @@ export function checkDatapath(f: Facts, d: DatapathFindings | string): CheckResu
         d.sysctl.length
           ? `${d.sysctl.length} sysctl(s) not yet as the datapath needs (no pods)`
           : "",
+        ...podParts,
       ].filter(Boolean).join(", "),
       details,
-      fix: d.orphans.length > 0
-        ? `vpcni doctor datapath --fix removes them (${
-          d.orphans.slice(0, 2).map(describeFix).join("; ")
-        })`
-        : d.goneNetns.length > 0
-        ? "the runtime's next GC releases them; or delete the pods"
-        : "none needed: the first pod ADD sets them",
+      fix: [
+        d.orphans.length > 0
+          ? `vpcni doctor datapath --fix removes them (${
+            d.orphans.slice(0, 2).map(describeFix).join("; ")
+          })`
+          : d.goneNetns.length > 0
+          ? "the runtime's next GC releases them; or delete the pods"
+          : d.sysctl.length > 0
+          ? "none needed: the first pod ADD sets them"
+          : "",
+        ...podFixes,
+      ].filter(Boolean).join("; "),
     };
   }
   return {

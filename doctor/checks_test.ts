@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
-import { checkConsistency } from "./checks.ts";
+import { checkConsistency, checkDatapath } from "./checks.ts";
 import { configViewSchema, type Facts, gatherFacts } from "./facts.ts";
+import type { DatapathFindings } from "./datapath.ts";
+import { renderCheck } from "./report.ts";
 
 function daemonDownFacts(extra: Partial<Facts>): Facts {
   return {
@@ -12,6 +14,7 @@ function daemonDownFacts(extra: Partial<Facts>): Facts {
     enis: [],
     allocations: [],
     cooldowns: [],
+    routedUnknown: [],
     ...extra,
   };
 }
@@ -59,4 +62,82 @@ Deno.test("gatherFacts tells a corrupt checkpoint from a missing one", async () 
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+function daemonUpFacts(extra: Partial<Facts>): Facts {
+  return daemonDownFacts({
+    source: "daemon",
+    daemon: { reachable: true, healthy: true, ready: true, detail: "up" },
+    ...extra,
+  });
+}
+
+function findings(extra: Partial<DatapathFindings>): DatapathFindings {
+  return { missing: [], orphans: [], sysctl: [], goneNetns: [], held: [], unjudged: [], ...extra };
+}
+
+function fitsTerminal(r: ReturnType<typeof checkDatapath>): string[] {
+  const lines = renderCheck(r, { color: false, maxDetails: 50 });
+  for (const l of lines) assert.ok(l.length <= 80, `${l.length}: ${l}`);
+  return lines;
+}
+
+Deno.test("addresses held for pods no allocation names are a warning, with nothing to fix", () => {
+  const f = daemonUpFacts({ routedUnknown: ["10.0.1.7", "10.0.1.8"] });
+  const r = checkDatapath(f, findings({ held: ["10.0.1.7", "10.0.1.8"] }));
+  assert.equal(r.status, "warn");
+  const lines = fitsTerminal(r);
+  assert.equal(lines[0], "[warn] datapath: 2 address(es) held for pods no allocation names");
+  assert.equal(
+    lines.at(-1),
+    "       fix: leave held addresses be: each comes back when its pod is deleted",
+  );
+  assert.match(r.details?.join("\n") ?? "", /10\.0\.1\.7: routed to a pod no allocation names/);
+  assert.doesNotMatch(r.fix ?? "", /--fix/, "nothing for doctor datapath --fix to do");
+});
+
+Deno.test("with the allocations unknown, routed pod addresses are not judged: start the daemon", () => {
+  const f = daemonDownFacts({ checkpointError: "no checkpoint at /var/lib/vpcni/x" });
+  const r = checkDatapath(f, findings({ unjudged: ["10.0.1.5", "10.0.1.7"] }));
+  assert.equal(r.status, "warn");
+  const lines = fitsTerminal(r);
+  assert.equal(
+    lines[0],
+    "[warn] datapath: cannot judge 2 pod address(es): no daemon, no checkpoint",
+  );
+  assert.equal(
+    lines.at(-1),
+    "       fix: start the daemon (it rebuilds its state), then run doctor again",
+  );
+  const corrupt = checkDatapath(
+    daemonDownFacts({ checkpointError: "not JSON", checkpointCorrupt: true }),
+    findings({ unjudged: ["10.0.1.5"] }),
+  );
+  fitsTerminal(corrupt);
+  assert.match(corrupt.fix ?? "", /^move the checkpoint aside, start the daemon/);
+});
+
+Deno.test("held addresses beside real orphans: --fix is offered for the orphans only", () => {
+  const r = checkDatapath(
+    daemonUpFacts({ routedUnknown: ["10.0.1.7"] }),
+    findings({
+      held: ["10.0.1.7"],
+      orphans: [{
+        kind: "rule",
+        rule: { priority: 1000, dst: "10.0.1.9/32", table: 254 },
+        text: "orphan rule 1000: to 10.0.1.9/32 lookup main",
+      }],
+    }),
+  );
+  assert.equal(r.status, "warn");
+  fitsTerminal(r);
+  assert.equal(
+    r.found,
+    "1 orphan object(s), 1 address(es) held for pods no allocation names",
+  );
+  assert.match(
+    r.fix ?? "",
+    /--fix removes them \(delete rule 1000: to 10\.0\.1\.9\/32 lookup main\)/,
+  );
+  assert.match(r.fix ?? "", /; leave held addresses be/);
 });

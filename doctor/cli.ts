@@ -331,12 +331,17 @@ Examples:
       const o = doctorOptions(f);
       const facts = await gatherFacts(o);
       if (f.fix && !allocationsKnown(facts)) {
+        // A running pod's rules, route and veth look exactly like a leftover's, so without
+        // the allocations nothing is removed: deleting them cuts the pod off.
+        const checkpoint = facts.checkpointCorrupt
+          ? `the checkpoint in ${o.stateDir} unreadable`
+          : `no checkpoint in ${o.stateDir}`;
         console.error(
           wrap(
-            `vpcni doctor datapath: refusing --fix: the daemon is not answering at ` +
-              `${o.daemonUrl} and there is no readable checkpoint in ${o.stateDir} ` +
-              `(${facts.checkpointError}); without the allocations every pod would look ` +
-              `orphaned. Start the daemon or pass --state-dir.`,
+            `vpcni doctor datapath: refusing --fix: with no daemon at ${o.daemonUrl} and ` +
+              `${checkpoint}, every running pod would look orphaned; ` +
+              (facts.checkpointCorrupt ? "move the checkpoint aside, " : "") +
+              `start the daemon (it rebuilds its state), then run doctor again`,
             80,
           ).join("\n"),
         );

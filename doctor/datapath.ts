@@ -5,8 +5,9 @@
  *
  * "Provably ours and orphaned" means: the object has the exact shape vpcni makes (rule
  * priority 1000/2000 on a /32; a host link named prefix + 11 hex chars; a /32 host route
- * over such a link; a route table in T(E)'s range), and no allocation, and no attached
- * ENI, accounts for it. Anything else is never touched.
+ * over such a link; a route table in T(E)'s range), and no allocation, no address the
+ * daemon holds for a pod it cannot name, and no attached ENI accounts for it. Anything
+ * else is never touched.
  *
  * @module
  */
@@ -71,6 +72,21 @@ export type Orphan =
   | { kind: "route"; route: Route; text: string }
   | { kind: "table"; table: number; routes: Route[]; text: string };
 
+/**
+ * What doctor knows about pod addresses beyond the allocations. After a lost checkpoint the
+ * allocations no longer name every running pod, so they alone cannot prove a pod's objects
+ * orphaned.
+ */
+export interface PodAccounting {
+  /**
+   * Whether the allocations come from the daemon or a checkpoint doctor could read. When
+   * not, every pod's rules, route and veth would look orphaned: none is called one.
+   */
+  allocationsKnown: boolean;
+  /** Addresses the daemon holds for running pods no allocation names (/v1/routed-unknown). */
+  routedUnknown: string[];
+}
+
 /** The result of comparing allocations with the kernel. */
 export interface DatapathFindings {
   missing: MissingObject[];
@@ -78,6 +94,13 @@ export interface DatapathFindings {
   sysctl: string[];
   /** Allocations whose pod netns is gone (the runtime should have called DEL). */
   goneNetns: AllocationFact[];
+  /** Addresses the daemon holds for pods no allocation names; their objects are kept. */
+  held: string[];
+  /**
+   * Pod addresses the host routes that cannot be judged, the allocations being unknown
+   * (no daemon, no readable checkpoint).
+   */
+  unjudged: string[];
 }
 
 function sameRule(
@@ -150,8 +173,16 @@ export function analyseDatapath(
   host: NetnsSnapshot,
   pods: Map<string, NetnsSnapshot>,
   sysctls: Record<string, string>,
+  known: PodAccounting,
 ): DatapathFindings {
-  const f: DatapathFindings = { missing: [], orphans: [], sysctl: [], goneNetns: [] };
+  const f: DatapathFindings = {
+    missing: [],
+    orphans: [],
+    sysctl: [],
+    goneNetns: [],
+    held: [...new Set(known.routedUnknown)].sort(),
+    unjudged: [],
+  };
   const miss = (a: AllocationFact, what: string) =>
     f.missing.push({ containerId: a.containerId, ip: a.ip, what });
 
@@ -213,7 +244,13 @@ export function analyseDatapath(
     }
   }
 
-  f.orphans = findOrphans(s, allocations, enis, host);
+  f.orphans = findOrphans(s, allocations, enis, host, known);
+  if (!known.allocationsKnown) {
+    // Said, so that "no orphans" is never read as "nothing here": these were not judged.
+    const ips = shapedOrphans(s, allocations, enis, host, known.routedUnknown)
+      .map((o) => podAddressOf(o, host)).filter((ip): ip is string => ip !== undefined);
+    f.unjudged = [...new Set(ips)].sort();
+  }
 
   for (const [key, want] of HOST_SYSCTLS) {
     if (sysctls[key] !== undefined && sysctls[key] !== want) {
@@ -238,17 +275,60 @@ export function analyseDatapath(
   return f;
 }
 
-/** Objects of vpcni's exact shape in the host netns that no allocation or ENI explains. */
+/**
+ * Objects of vpcni's exact shape in the host netns that no allocation, held address or ENI
+ * explains. With the allocations unknown, a pod's rules, route and veth are never among
+ * them: a running pod's would look exactly like a leftover's.
+ */
 export function findOrphans(
   s: DatapathSettings,
   allocations: AllocationFact[],
   enis: EniInfo[],
   host: NetnsSnapshot,
+  known: PodAccounting,
+): Orphan[] {
+  const all = shapedOrphans(s, allocations, enis, host, known.routedUnknown);
+  return known.allocationsKnown ? all : all.filter((o) => o.kind === "table");
+}
+
+/** The pod address an orphan candidate serves, when it serves one. */
+function podAddressOf(o: Orphan, host: NetnsSnapshot): string | undefined {
+  switch (o.kind) {
+    case "rule":
+      return (o.rule.dst ?? o.rule.src)?.slice(0, -3);
+    case "route":
+      return o.route.dst.slice(0, -3);
+    case "link": {
+      const index = host.links.find((l) => l.name === o.name)?.index;
+      const r = host.routes.find((r) =>
+        r.table === MAIN_TABLE_ID && r.dev === index && r.dst.endsWith("/32")
+      );
+      return r?.dst.slice(0, -3);
+    }
+    case "table":
+      return undefined;
+  }
+}
+
+/** Every object of vpcni's shape that the allocations, `held` and the ENIs leave unexplained. */
+function shapedOrphans(
+  s: DatapathSettings,
+  allocations: AllocationFact[],
+  enis: EniInfo[],
+  host: NetnsSnapshot,
+  held: string[],
 ): Orphan[] {
   const out: Orphan[] = [];
-  const ips = new Set(allocations.map((a) => a.ip));
+  const ips = new Set([...allocations.map((a) => a.ip), ...held]);
   const vethNames = new Set(
     allocations.map((a) => hostVethName(s.hostVethPrefix, a.containerId, a.ifName)),
+  );
+  // A held address's pod is unnamed, so its veth is found by the host route to it.
+  const heldSet = new Set(held);
+  const heldLinks = new Set(
+    host.routes.filter((r) =>
+      r.table === MAIN_TABLE_ID && r.dst.endsWith("/32") && heldSet.has(r.dst.slice(0, -3))
+    ).map((r) => r.dev),
   );
   const ourName = new RegExp(`^${s.hostVethPrefix}[0-9a-f]{11}$`);
   const tables = new Set(
@@ -274,7 +354,10 @@ export function findOrphans(
   }
   const orphanLinks = new Set<number>();
   for (const l of host.links) {
-    if (l.kind === "veth" && ourName.test(l.name) && !vethNames.has(l.name)) {
+    if (
+      l.kind === "veth" && ourName.test(l.name) && !vethNames.has(l.name) &&
+      !heldLinks.has(l.index)
+    ) {
       orphanLinks.add(l.index);
       out.push({ kind: "link", name: l.name, text: `orphan host veth ${l.name}` });
     }

@@ -4,6 +4,8 @@ import {
   analyseDatapath,
   type DatapathSettings,
   describeFix,
+  findOrphans,
+  type PodAccounting,
 } from "./datapath.ts";
 import type { NetnsSnapshot } from "./kernel.ts";
 import { hostVethName } from "../cni/datapath/naming.ts";
@@ -35,6 +37,8 @@ const alloc: AllocationFact = {
   eni,
 };
 const veth = hostVethName("vpc", "c1", "eth0");
+/** The daemon answered, and holds nothing for unnamed pods. */
+const known: PodAccounting = { allocationsKnown: true, routedUnknown: [] };
 
 /** A host netns where ADD of `alloc` and the ENI's T(E) are complete. */
 function healthyHost(): NetnsSnapshot {
@@ -79,7 +83,7 @@ const sysctls = {
 };
 
 Deno.test("a complete attachment has nothing missing and nothing orphaned", () => {
-  const f = analyseDatapath(settings, [alloc], [eni], healthyHost(), new Map(), sysctls);
+  const f = analyseDatapath(settings, [alloc], [eni], healthyHost(), new Map(), sysctls, known);
   assert.deepEqual(f.missing, []);
   assert.deepEqual(f.orphans, []);
   assert.deepEqual(f.sysctl, []);
@@ -89,7 +93,7 @@ Deno.test("each missing host object is named", () => {
   const host = healthyHost();
   host.rules = host.rules.filter((r) => r.priority !== 2000);
   host.routes = host.routes.filter((r) => !(r.table === 101 && r.dst === "default"));
-  const f = analyseDatapath(settings, [alloc], [eni], host, new Map(), sysctls);
+  const f = analyseDatapath(settings, [alloc], [eni], host, new Map(), sysctls, known);
   assert.deepEqual(f.missing.map((m) => m.what), [
     "rule 2000: from 10.0.1.5/32 lookup 101 missing",
     "route default via 10.0.1.1 dev eth1 table 101 (T(E) of eni-1) missing",
@@ -119,7 +123,7 @@ Deno.test("orphans are only objects of vpcni's exact shape that nothing explains
     { dst: "default", family: 4, dev: 2, gateway: "10.0.0.1", table: 103, scope: "universe" },
     { dst: "10.0.0.0/8", family: 4, dev: 2, gateway: "10.0.0.1", table: 50, scope: "universe" },
   );
-  const f = analyseDatapath(settings, [alloc], [eni], host, new Map(), sysctls);
+  const f = analyseDatapath(settings, [alloc], [eni], host, new Map(), sysctls, known);
   assert.deepEqual(f.orphans.map(describeFix), [
     "delete rule 1000: to 10.0.1.9/32 lookup main",
     "delete host veth vpc0123456789a (its routes go with it)",
@@ -132,7 +136,7 @@ Deno.test("forwarding off and strict rp_filter on a secondary ENI are reported",
     "net.ipv4.ip_forward": "0",
     "net.ipv4.conf.all.rp_filter": "1",
     "net.ipv4.conf.eth1.rp_filter": "0",
-  });
+  }, known);
   assert.equal(f.sysctl.length, 2);
   assert.match(f.sysctl[0], /ip_forward = 0, the datapath needs 1/);
   assert.match(f.sysctl[1], /rp_filter on eth1 \(eni-1\) is strict \(all=1, eth1=0\)/);
@@ -148,10 +152,81 @@ Deno.test("ipvlan-l2: the host side is the unnumbered veth's /32 route, its neig
     mac: "aa:00:00:00:00:02",
     state: "permanent",
   });
-  assert.deepEqual(analyseDatapath(s, [alloc], [eni], host, new Map(), sysctls).missing, []);
+  assert.deepEqual(analyseDatapath(s, [alloc], [eni], host, new Map(), sysctls, known).missing, []);
   host.neighbours = [];
   assert.deepEqual(
-    analyseDatapath(s, [alloc], [eni], host, new Map(), sysctls).missing.map((m) => m.what),
+    analyseDatapath(s, [alloc], [eni], host, new Map(), sysctls, known).missing.map((m) => m.what),
     [`host neighbour 10.0.1.5 dev ${veth} missing`],
   );
+});
+
+/**
+ * A running pod on 10.0.1.7 that no allocation names (its checkpoint was lost): both rules,
+ * its host veth and the /32 route over it. And a leftover rule of a pod that is gone.
+ */
+function hostWithUnnamedPod(): NetnsSnapshot {
+  const host = healthyHost();
+  host.links.push({
+    index: 8,
+    name: hostVethName("vpc", "c-unnamed", "eth0"),
+    mac: "aa:00:00:00:00:07",
+    kind: "veth",
+    mtu: 9001,
+    up: true,
+    operState: "UP",
+  });
+  host.routes.push({ dst: "10.0.1.7/32", family: 4, dev: 8, table: 254, scope: "link" });
+  host.rules.push(
+    { priority: 1000, family: 4, dst: "10.0.1.7/32", table: 254 },
+    { priority: 2000, family: 4, src: "10.0.1.7/32", table: 101 },
+    { priority: 1000, family: 4, dst: "10.0.1.9/32", table: 254 },
+  );
+  return host;
+}
+
+Deno.test("a pod the daemon holds as routed-unknown keeps its rules, veth and route", () => {
+  const held: PodAccounting = { allocationsKnown: true, routedUnknown: ["10.0.1.7"] };
+  const f = analyseDatapath(
+    settings,
+    [alloc],
+    [eni],
+    hostWithUnnamedPod(),
+    new Map(),
+    sysctls,
+    held,
+  );
+  assert.deepEqual(f.orphans.map(describeFix), ["delete rule 1000: to 10.0.1.9/32 lookup main"]);
+  assert.deepEqual(f.held, ["10.0.1.7"]);
+  assert.deepEqual(f.unjudged, []);
+
+  const unheld = analyseDatapath(
+    settings,
+    [alloc],
+    [eni],
+    hostWithUnnamedPod(),
+    new Map(),
+    sysctls,
+    known,
+  );
+  assert.deepEqual(unheld.orphans.map(describeFix), [
+    "delete rule 1000: to 10.0.1.7/32 lookup main",
+    "delete rule 2000: from 10.0.1.7/32 lookup 101",
+    "delete rule 1000: to 10.0.1.9/32 lookup main",
+    `delete host veth ${hostVethName("vpc", "c-unnamed", "eth0")} (its routes go with it)`,
+  ], "what the daemon does not hold is still an orphan");
+});
+
+Deno.test("allocations unknown: no pod's rule, route or veth is an orphan; tables still are", () => {
+  const host = hostWithUnnamedPod();
+  host.routes.push(
+    { dst: "default", family: 4, dev: 2, gateway: "10.0.0.1", table: 103, scope: "universe" },
+  );
+  const unknown: PodAccounting = { allocationsKnown: false, routedUnknown: [] };
+  // No daemon and no checkpoint: doctor knows no allocation at all.
+  const orphans = findOrphans(settings, [], [eni], host, unknown);
+  assert.deepEqual(orphans.map(describeFix), ["flush route table 103 (1 routes)"]);
+  const f = analyseDatapath(settings, [], [eni], host, new Map(), sysctls, unknown);
+  assert.ok(f.orphans.every((o) => o.kind === "table"), f.orphans.map((o) => o.text).join());
+  assert.deepEqual(f.unjudged, ["10.0.1.5", "10.0.1.7", "10.0.1.9"]);
+  assert.deepEqual(f.held, []);
 });

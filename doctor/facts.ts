@@ -105,6 +105,9 @@ const allocationSchema = z.object({
 
 const cooldownSchema = z.object({ ip: z.string(), eniId: z.string(), until: z.number() });
 
+/** /v1/routed-unknown: addresses the daemon holds for running pods no allocation names. */
+const routedUnknownSchema = z.array(z.ipv4());
+
 /** The parts of the daemon config doctor uses, defaults as the daemon's. */
 export const configViewSchema = z.object({
   clusterName: z.string().default("vpcni"),
@@ -151,6 +154,11 @@ export interface Facts {
   enis: EniView[];
   allocations: AllocationFact[];
   cooldowns: z.infer<typeof cooldownSchema>[];
+  /**
+   * Addresses the daemon holds because the host still routes them to pods no allocation
+   * names (after a lost checkpoint). Known only from the daemon: it is not checkpointed.
+   */
+  routedUnknown: string[];
   checkpoint?: Checkpoint;
   checkpointError?: string;
   /** The checkpoint exists but cannot be read or parsed (not merely absent). */
@@ -266,6 +274,7 @@ export async function gatherFacts(o: DoctorOptions): Promise<Facts> {
     enis: [],
     allocations: [],
     cooldowns: [],
+    routedUnknown: [],
   };
   const [cp, md] = await Promise.allSettled([readCheckpoint(o.stateDir), readMetadata(o)]);
   if (cp.status === "fulfilled") {
@@ -281,17 +290,19 @@ export async function gatherFacts(o: DoctorOptions): Promise<Facts> {
   if (daemon.reachable) {
     try {
       const t = o.timeoutMs;
-      const [pools, enis, allocs, cools, cfg] = await Promise.all([
+      const [pools, enis, allocs, cools, routed, cfg] = await Promise.all([
         getJson(o.daemonUrl, "/v1/pools", z.array(poolViewSchema), t),
         getJson(o.daemonUrl, "/v1/enis", z.array(eniViewSchema), t),
         getJson(o.daemonUrl, "/v1/allocations", z.array(allocationSchema), t),
         getJson(o.daemonUrl, "/v1/cooldowns", z.array(cooldownSchema), t),
+        getJson(o.daemonUrl, "/v1/routed-unknown", routedUnknownSchema, t),
         getJson(o.daemonUrl, "/v1/config", configViewSchema, t),
       ]);
       facts.pools = pools;
       facts.enis = enis;
       facts.allocations = allocs;
       facts.cooldowns = cools;
+      facts.routedUnknown = routed;
       facts.config = cfg;
       try {
         const m = await get(o.daemonUrl, "/metrics", t);
@@ -318,6 +329,7 @@ export async function gatherFacts(o: DoctorOptions): Promise<Facts> {
   if (facts.checkpoint) {
     facts.allocations = facts.checkpoint.allocations;
     facts.cooldowns = facts.checkpoint.cooldowns.filter((c) => c.until > Date.now());
+    facts.routedUnknown = facts.checkpoint.routedUnknown ?? [];
   }
   if (facts.metadata) {
     facts.enis = facts.metadata.enis.map((e) => ({

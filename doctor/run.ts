@@ -157,13 +157,15 @@ export function datapathFindings(o: DoctorOptions, f: Facts): DatapathFindings |
     host,
     pods,
     readSysctls(hostSysctlKeys(host.links), o.hostNetns || undefined),
+    { allocationsKnown: allocationsKnown(f), routedUnknown: f.routedUnknown },
   );
   if (!allocationsKnown(f)) {
-    // Every pod's objects would look orphaned: say nothing rather than something false.
+    // --fix refuses here (the daemon must rebuild its state first), so offer nothing, not
+    // even an orphan route table.
     found.orphans = [];
     f.notes.push(
       "no daemon and no readable checkpoint: the allocations are unknown, so orphans are not " +
-        "looked for and doctor datapath --fix does nothing",
+        "looked for and doctor datapath --fix refuses",
     );
   }
   return found;

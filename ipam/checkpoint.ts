@@ -43,6 +43,12 @@ export const checkpointSchema = z.object({
   savedAt: z.number(),
   allocations: z.array(allocationSchema),
   cooldowns: z.array(cooldownSchema),
+  /**
+   * Addresses the host still routed to pods no allocation named when this was written (after
+   * a lost checkpoint): held, so a reader without the kernel (doctor with the daemon down)
+   * knows them too. Absent in checkpoints written before it existed.
+   */
+  routedUnknown: z.array(z.string()).optional(),
 });
 
 /** One pod's recorded allocation. */
@@ -65,8 +71,8 @@ export class CorruptCheckpointError extends Error {
       `checkpoint ${path} cannot be used: ${fault}. The daemon will not guess which pod holds ` +
         `which address, so it does not start. Way out: drain the node (kubectl drain), move ` +
         `the file aside (mv ${path} ${path}.bad) and restart; with no checkpoint the daemon ` +
-        `rebuilds its pools from EC2 and treats every address EC2 assigns as free, so a pod ` +
-        `still running on the node could see its address handed to a new pod.`,
+        `rebuilds its pools from EC2 and holds the addresses the host still routes to pods ` +
+        `until those pods are deleted (pods of a main plugin other than vpcni are not seen).`,
     );
     this.name = "CorruptCheckpointError";
     this.path = path;

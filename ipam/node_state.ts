@@ -190,6 +190,7 @@ export class NodeState {
       savedAt: now,
       allocations: [...this.allocations.values()],
       cooldowns: [...this.cooldowns.values()].filter((c) => c.until > now),
+      routedUnknown: [...this.routedUnknown].sort(),
     };
   }
 }

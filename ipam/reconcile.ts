@@ -121,8 +121,9 @@ export async function reconcile(o: {
     }
   }
   // A lost checkpoint must not turn running pods' addresses into free ones.
-  const routed = await o.kernel.routedPodIps();
-  for (const ip of routed ?? []) {
+  // When the rules cannot be read, what the last run held stays held.
+  const routed = await o.kernel.routedPodIps() ?? new Set(o.checkpoint?.routedUnknown ?? []);
+  for (const ip of routed) {
     if (state.ownerOf(ip) && !state.holder.has(ip)) {
       state.routedUnknown.add(ip);
       state.cooldowns.delete(ip);

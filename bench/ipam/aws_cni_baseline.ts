@@ -16,7 +16,7 @@
  *
  * @module
  */
-import type { CloudApi, EniDescription } from "../../ipam/cloud.ts";
+import type { CloudApi } from "../../ipam/cloud.ts";
 
 interface Eni {
   id: string;

@@ -72,6 +72,9 @@ Deno.test("lost checkpoint: addresses the host still routes to pods stay held un
       fetch(`http://127.0.0.1:${daemon!.introspectionAddr.port}/v1/pools`)
         .then((r) => r.json() as Promise<PoolView[]>);
     assert.equal((await pools())[0].used, 3, "the running pods' addresses count as used");
+    // The new checkpoint carries them, for readers without the kernel (doctor, daemon down).
+    const written = JSON.parse(await Deno.readTextFile(`${root}/state/${CHECKPOINT_FILE}`));
+    assert.deepEqual(written.routedUnknown, [...running].sort());
 
     // New pods never get a running pod's address.
     const fresh: string[] = [];
