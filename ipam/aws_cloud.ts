@@ -113,6 +113,9 @@ export async function createAwsCloud(o: AwsCloudOptions): Promise<CloudApi & { c
     async describeTaggedEnis(tags) {
       return (await ec2.describeNetworkInterfaces({ tags })).map(toEni);
     },
+    async describeAttachedEnis(instanceId) {
+      return (await ec2.describeNetworkInterfaces({ instanceId })).map(toEni);
+    },
     async describeEnis(ids) {
       if (ids.length === 0) return [];
       try {

@@ -73,6 +73,8 @@ export interface CloudApi {
   /** ENIs with these tag values (exact match on each key). */
   describeTaggedEnis(tags: Record<string, string>): Promise<EniDescription[]>;
   describeEnis(ids: string[]): Promise<EniDescription[]>;
+  /** ENIs attached, attaching or detaching to this instance (one call, whatever their tags). */
+  describeAttachedEnis(instanceId: string): Promise<EniDescription[]>;
   /**
    * Creates an ENI, with `secondaryIpCount` secondary addresses or `prefixCount` /28 prefixes
    * assigned in the same call (one call instead of two).

@@ -218,14 +218,12 @@ async function startLocked(
   let stopping = false;
   let resolveFinished!: () => void;
   const finished = new Promise<void>((r) => resolveFinished = r);
-  const collector = new LeakedEniCollector(ctx, cloud, report.detachedOurs);
+  const collector = new LeakedEniCollector(ctx, cloud);
   const loop = (async () => {
-    // The start-up reconcile was a full EC2 sync. The next one comes a period later, or as
-    // soon as the grace of ENIs it found leaked has passed, so they are not kept waiting.
-    let nextEc2Sync = now() + 1000 *
-        (report.detachedOurs.length
-          ? Math.min(cfg.leakedEniGraceSeconds, cfg.ec2ResyncSeconds)
-          : cfg.ec2ResyncSeconds);
+    // The start-up reconcile was a full EC2 sync of what is attached here. The first look
+    // for our detached (leaked) ENIs comes when a leak found now would be past its grace.
+    let nextEc2Sync = now() +
+      1000 * Math.min(cfg.leakedEniGraceSeconds, cfg.ec2ResyncSeconds);
     let lastImdsCheck = now();
     while (!stopping) {
       try {

@@ -165,12 +165,15 @@ export async function resyncWithEc2(ctx: GrowthContext, cloud: TrackedCloud): Pr
 export class LeakedEniCollector {
   #firstSeen = new Map<string, number>();
 
+  readonly #startedAt: number;
+
   /**
-   * Binds the collector to the growth context and the mutation-counting cloud. `seen` are
-   * ENIs already found detached (by the start-up reconcile): their grace starts now.
+   * Binds the collector to the growth context and the mutation-counting cloud. ENIs created
+   * before it started cannot be creations of this daemon in flight: their grace counts from
+   * its start, so the first pass after `leakedEniGraceSeconds` can delete them.
    */
-  constructor(readonly ctx: GrowthContext, readonly cloud: TrackedCloud, seen: string[] = []) {
-    for (const id of seen) this.#firstSeen.set(id, ctx.now());
+  constructor(readonly ctx: GrowthContext, readonly cloud: TrackedCloud) {
+    this.#startedAt = ctx.now();
   }
 
   /**
@@ -200,9 +203,10 @@ export class LeakedEniCollector {
       if (e.tags[TAG_INSTANCE] !== ctx.instanceId) continue;
       if (e.status !== "available" || e.attachment) continue;
       if (ctx.creating.has(e.id) || ctx.state.enis.has(e.id)) continue;
-      const firstSeen = this.#firstSeen.get(e.id) ?? now;
-      seenNow.set(e.id, firstSeen);
       const created = Date.parse(e.tags[TAG_CREATED] ?? "") || 0;
+      const firstSeen = this.#firstSeen.get(e.id) ??
+        (created && created < this.#startedAt ? this.#startedAt : now);
+      seenNow.set(e.id, firstSeen);
       if (now - firstSeen < graceMs || now - created < graceMs) continue;
       try {
         await ctx.cloud.deleteEni(e.id);

@@ -32,8 +32,6 @@ export interface ReconcileReport {
   /** Addresses no allocation names that the host still routes to a pod: held, not free. */
   routedUnknown: number;
   foreignDeviceIndexes: number[];
-  /** Our tagged ENIs seen detached ("available"): the leaked-ENI collector's first candidates. */
-  detachedOurs: string[];
 }
 
 /** Builds the node state from EC2, the checkpoint and the kernel. */
@@ -51,15 +49,13 @@ export async function reconcile(o: {
   const primary = node.enis.find((e) => e.deviceIndex === 0);
   if (!primary) throw new Error("IMDS lists no ENI at device index 0");
 
-  // EC2 is the truth for addresses; describe every ENI the metadata shows plus our tagged
-  // ones (IMDS lags behind attachments that just happened).
-  const tagged = await cloud.describeTaggedEnis({
-    [TAG_CLUSTER]: cfg.clusterName,
-    [TAG_INSTANCE]: node.instanceId,
-  });
-  const ids = new Set([...node.enis.map((e) => e.eniId), ...tagged.map((e) => e.id)]);
-  const described = await cloud.describeEnis([...ids]);
+  // EC2 is the truth for addresses. One call finds every ENI attached (or attaching) here,
+  // also those IMDS does not show yet; an ENI only IMDS shows is described by id. Our
+  // detached ENIs are the leaked-ENI collector's business, after its grace.
+  const described = await cloud.describeAttachedEnis(node.instanceId);
   const byId = new Map(described.map((d) => [d.id, d]));
+  const unseen = node.enis.map((e) => e.eniId).filter((id) => !byId.has(id));
+  if (unseen.length) { for (const d of await cloud.describeEnis(unseen)) byId.set(d.id, d); }
 
   const poolOfPrimary = primaryPool(cfg, o.subnets, node, primary.subnetId);
   const foreign: number[] = [];
@@ -143,7 +139,6 @@ export async function reconcile(o: {
     cooldownsKept,
     routedUnknown: state.routedUnknown.size,
     foreignDeviceIndexes: foreign,
-    detachedOurs: tagged.filter((d) => d.status === "available" && !d.attachment).map((d) => d.id),
   };
   log.info("reconciled: {enis} ENIs, {kept} allocations kept, {orphansReleased} orphans", {
     ...report,

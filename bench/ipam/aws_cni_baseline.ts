@@ -2,6 +2,7 @@
  * The peer for bench/ipam: a reimplementation of the AWS VPC CNI's default warm-pool policy
  * (ipamd with WARM_ENI_TARGET=1, no WARM_IP_TARGET/MINIMUM_IP_TARGET), driven through the
  * same EC2/IMDS clients against the same simulator. What it does, as documented for ipamd:
+ * - at start, one DescribeNetworkInterfaces of the node's ENIs (ipamd's node init);
  * - a pool monitor every 5 s: while fewer than one ENI's worth of addresses is available
  *   (cooling addresses are not available), fill the newest ENI that has room with all the
  *   addresses it can take in one AssignPrivateIpAddresses call, else create a new ENI with
@@ -46,6 +47,9 @@ export class AwsCniWarmEniBaseline {
   async start(): Promise<void> {
     const node = await this.cloud.nodeMetadata();
     const limits = await this.cloud.instanceLimits(node.instanceType);
+    // ipamd's node init describes the node's ENIs once (DescribeAllENIs: their tags say which
+    // ENIs it must leave alone).
+    await this.cloud.describeAttachedEnis(node.instanceId);
     this.#instanceId = node.instanceId;
     this.#maxEnis = limits.maxEnis;
     this.#perEni = limits.ipv4PerEni - 1;

@@ -19,16 +19,25 @@ interface PoolView {
   enis: number;
 }
 
-Deno.test("ec2 calls: a new ENI costs create + attach + modify, a released one detach + delete; no polling", async () => {
+Deno.test("ec2 calls: start-up costs 4, a new ENI 3 (create + attach + modify), a release 2; no polling", async () => {
   const stack = await startStack(standardScenario(), {
     pools: [{ name: "default", warmEnis: 1, ipCooldownSeconds: 0 }],
     imdsCheckSeconds: 3600,
     ec2ResyncSeconds: 3600,
+    leakedEniGraceSeconds: 3600, // no early look for leaks either
   });
   try {
     const pool = async () => (await stack.introspect<PoolView[]>("/v1/pools"))[0];
     // m5.xlarge: 15 addresses per ENI. The primary ENI's 14 are the first warm ENI's worth.
     assert.ok(await eventually(async () => (await pool()).free >= 14, 15_000));
+    // Start-up on a cold node: the instance type's limits, the subnets, one describe of what
+    // is attached here, and one assign that fills the primary ENI.
+    assert.deepEqual(Object.fromEntries(stack.sim.stats.ec2), {
+      DescribeInstanceTypes: 1,
+      DescribeSubnets: 1,
+      DescribeNetworkInterfaces: 1,
+      AssignPrivateIpAddresses: 1,
+    });
     const before = new Map(stack.sim.stats.ec2);
     const delta = (action: string) =>
       (stack.sim.stats.ec2.get(action) ?? 0) - (before.get(action) ?? 0);

@@ -33,6 +33,7 @@ Deno.test("resync: a steady node reads only IMDS; changes made behind its back a
       releaseDelaySeconds: 600, // the surplus made below stays put
       imdsCheckSeconds: 0.3,
       ec2ResyncSeconds: 3600,
+      leakedEniGraceSeconds: 3600,
     },
     { imdsSettleMs: 300 },
   );
