@@ -24,6 +24,13 @@ export interface Reservation {
   dns?: ResultDns;
 }
 
+/** An attachment whose reservation GC released. */
+export interface ReleasedAttachment {
+  containerId: string;
+  ifName: string;
+  address: PodAddress;
+}
+
 /** The IPAM side of the main plugin. */
 export interface AddressSource {
   /** ADD: reserve an address. */
@@ -37,8 +44,11 @@ export interface AddressSource {
    * reserved address when the source knows more than prevResult (the ENI).
    */
   verify(expectedIp: string): Promise<PodAddress | undefined>;
-  /** GC: release reservations of this network not in the valid list. */
-  gc(): Promise<void>;
+  /**
+   * GC: release reservations of this network not in the valid list; returns the attachments
+   * released, when the source can tell, so their host objects can go too.
+   */
+  gc(): Promise<ReleasedAttachment[]>;
   /** STATUS: throws code 50/51 when an ADD cannot be served now. */
   status(): Promise<void>;
   /** Frees sockets. */
@@ -114,12 +124,17 @@ export class DaemonAddressSource implements AddressSource {
     return allocationAddress(allocation);
   }
 
-  async gc(): Promise<void> {
-    await this.#client.gc({
+  gc(): Promise<ReleasedAttachment[]> {
+    const released = this.#client.gc({
       op: "gc",
       network: this.#config.name,
       validAttachments: this.#config.validAttachments ?? [],
     });
+    return Promise.resolve(released.map((a) => ({
+      containerId: a.containerId,
+      ifName: a.ifName,
+      address: allocationAddress(a),
+    })));
   }
 
   status(): Promise<void> {
@@ -197,8 +212,11 @@ export class DelegatedAddressSource implements AddressSource {
     return undefined;
   }
 
-  async gc(): Promise<void> {
+  async gc(): Promise<ReleasedAttachment[]> {
+    // A standard IPAM plugin does not say what it released; libcni DELs the attachments it
+    // has cached before GC, which removes their host objects.
     await execIpamPlugin(this.#type, "GC", this.#stdin, this.#env.path);
+    return [];
   }
 
   async status(): Promise<void> {

@@ -251,10 +251,32 @@ export async function cmdCheck(inv: MainInvocation): Promise<void> {
 export async function cmdGc(inv: MainInvocation): Promise<void> {
   requireVersion(inv.config, "GC", hasGcAndStatus(inv.config.cniVersion));
   const source = addressSource(inv.config, inv.env, inv.stdin);
+  let released;
   try {
-    await source.gc();
+    released = await source.gc();
   } finally {
     source.close();
+  }
+  // An attachment the runtime no longer lists may still have its host veth and rules (its
+  // DEL never ran, or the runtime lost its cache): remove them with the reservation.
+  const dp = datapathConfig(inv.config, []);
+  const failed: string[] = [];
+  for (const r of released) {
+    try {
+      await datapathStep(dp.kind, "detach", () => datapath.detachPod(dp, r));
+      inv.log.info("gc: removed", { containerId: r.containerId, ip: r.address.ip });
+    } catch (e) {
+      failed.push(
+        `${r.containerId.slice(0, 12)}/${r.ifName} (${r.address.ip}): ${(e as Error).message}`,
+      );
+    }
+  }
+  if (failed.length) {
+    throw new CniError(
+      ErrorCode.IO_FAILURE,
+      `GC released ${released.length} reservations but could not remove the host objects of ${failed.length}`,
+      failed.join("; "),
+    );
   }
 }
 

@@ -195,14 +195,48 @@ Deno.test("cnitool with the IPAM daemon: annotations, CNI_ARGS, CHECK against th
     assert.equal(standin.reservations.size, 0);
     assert.deepEqual(await kernelState(node.node.name), before);
 
-    // GC keeps the attachments the runtime lists and releases the rest.
+    // GC keeps the attachments the runtime lists and releases the rest, host objects and
+    // all: here the runtime lost "stale" without a DEL (its veth, route and rules remain).
+    const pods: Record<string, TestNetns> = {};
     for (const id of ["keep", "stale"]) {
-      standin.reservations.set(`${net}/${id}/eth0`, {
-        ...held,
-        containerId: id,
-        ip: `10.77.0.6${id.length}`,
-      });
+      pods[id] = await node.pod();
+      const r = await runVpcni(
+        node,
+        {
+          CNI_COMMAND: "ADD",
+          CNI_CONTAINERID: id,
+          CNI_NETNS: pods[id].path,
+          CNI_IFNAME: "eth0",
+          CNI_PATH: node.bin.dir,
+        },
+        JSON.stringify({
+          cniVersion: "1.1.0",
+          name: net,
+          type: "vpcni",
+          datapath: "veth",
+          mtu: 1500,
+          daemonSocket: socket,
+        }),
+      );
+      assert.equal(r.code, 0, r.stdout + r.stderr);
     }
+    const ipOf = (id: string) => standin.reservations.get(`${net}/${id}/eth0`)!.ip;
+    const [keepIp, staleIp] = [ipOf("keep"), ipOf("stale")];
+    const hostObjects = async () => {
+      const rules = await ipJson(["-n", node.node.name, "-4", "rule", "show"]) as {
+        src?: string;
+        dst?: string;
+      }[];
+      const routes = await ipJson(["-n", node.node.name, "-4", "route", "show"]) as {
+        dst: string;
+      }[];
+      return (ip: string) => ({
+        rules: rules.filter((r) => r.src === ip || r.dst === ip).length,
+        route: routes.some((r) => r.dst === ip),
+      });
+    };
+    const beforeGc = await hostObjects();
+    assert.ok(beforeGc(staleIp).rules >= 1 && beforeGc(staleIp).route, "stale has host objects");
     const gc = await runVpcni(
       node,
       { CNI_COMMAND: "GC", CNI_PATH: node.bin.dir },
@@ -210,6 +244,8 @@ Deno.test("cnitool with the IPAM daemon: annotations, CNI_ARGS, CHECK against th
         cniVersion: "1.1.0",
         name: net,
         type: "vpcni",
+        datapath: "veth",
+        mtu: 1500,
         daemonSocket: socket,
         "cni.dev/valid-attachments": [{ containerID: "keep", ifname: "eth0" }],
       }),
@@ -217,6 +253,9 @@ Deno.test("cnitool with the IPAM daemon: annotations, CNI_ARGS, CHECK against th
     assert.equal(gc.code, 0, gc.stdout + gc.stderr);
     assert.equal(gc.stdout, "", "GC prints nothing on success");
     assert.deepEqual([...standin.reservations.keys()], [`${net}/keep/eth0`]);
+    const afterGc = await hostObjects();
+    assert.deepEqual(afterGc(staleIp), { rules: 0, route: false }, "stale's host objects went");
+    assert.deepEqual(afterGc(keepIp), beforeGc(keepIp), "keep's stayed");
   } finally {
     await standin.close();
     await node.cleanup();
