@@ -185,29 +185,14 @@ function hostWithUnnamedPod(): NetnsSnapshot {
 }
 
 Deno.test("a pod the daemon holds as routed-unknown keeps its rules, veth and route", () => {
-  const held: PodAccounting = { allocationsKnown: true, routedUnknown: ["10.0.1.7"] };
-  const f = analyseDatapath(
-    settings,
-    [alloc],
-    [eni],
-    hostWithUnnamedPod(),
-    new Map(),
-    sysctls,
-    held,
-  );
+  const analyse = (accounting: PodAccounting) =>
+    analyseDatapath(settings, [alloc], [eni], hostWithUnnamedPod(), new Map(), sysctls, accounting);
+  const f = analyse({ allocationsKnown: true, routedUnknown: ["10.0.1.7"] });
   assert.deepEqual(f.orphans.map(describeFix), ["delete rule 1000: to 10.0.1.9/32 lookup main"]);
   assert.deepEqual(f.held, ["10.0.1.7"]);
   assert.deepEqual(f.unjudged, []);
 
-  const unheld = analyseDatapath(
-    settings,
-    [alloc],
-    [eni],
-    hostWithUnnamedPod(),
-    new Map(),
-    sysctls,
-    known,
-  );
+  const unheld = analyse(known);
   assert.deepEqual(unheld.orphans.map(describeFix), [
     "delete rule 1000: to 10.0.1.7/32 lookup main",
     "delete rule 2000: from 10.0.1.7/32 lookup 101",

@@ -197,6 +197,14 @@ Deno.test("cnitool with the IPAM daemon: annotations, CNI_ARGS, CHECK against th
 
     // GC keeps the attachments the runtime lists and releases the rest, host objects and
     // all: here the runtime lost "stale" without a DEL (its veth, route and rules remain).
+    const netConf = {
+      cniVersion: "1.1.0",
+      name: net,
+      type: "vpcni",
+      datapath: "veth",
+      mtu: 1500,
+      daemonSocket: socket,
+    };
     const pods: Record<string, TestNetns> = {};
     for (const id of ["keep", "stale"]) {
       pods[id] = await node.pod();
@@ -209,14 +217,7 @@ Deno.test("cnitool with the IPAM daemon: annotations, CNI_ARGS, CHECK against th
           CNI_IFNAME: "eth0",
           CNI_PATH: node.bin.dir,
         },
-        JSON.stringify({
-          cniVersion: "1.1.0",
-          name: net,
-          type: "vpcni",
-          datapath: "veth",
-          mtu: 1500,
-          daemonSocket: socket,
-        }),
+        JSON.stringify(netConf),
       );
       assert.equal(r.code, 0, r.stdout + r.stderr);
     }
@@ -241,12 +242,7 @@ Deno.test("cnitool with the IPAM daemon: annotations, CNI_ARGS, CHECK against th
       node,
       { CNI_COMMAND: "GC", CNI_PATH: node.bin.dir },
       JSON.stringify({
-        cniVersion: "1.1.0",
-        name: net,
-        type: "vpcni",
-        datapath: "veth",
-        mtu: 1500,
-        daemonSocket: socket,
+        ...netConf,
         "cni.dev/valid-attachments": [{ containerID: "keep", ifname: "eth0" }],
       }),
     );
