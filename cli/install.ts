@@ -9,15 +9,16 @@
  *
  * What is copied: a compiled vpcni copies itself (`Deno.execPath()`). Run from source
  * (`deno run main.ts install`) there is no single file to copy, so a small launcher script
- * is written instead that execs this Deno on this checkout's main.ts with the same
- * permissions the compiled build has; the report says which of the two it installed.
+ * is written instead that execs this Deno on this checkout with the same permissions the
+ * compiled build has, plus the plugin bundled into one file for the CNI verbs
+ * (cli/launcher.ts); the report says which it installed.
  *
  * @module
  */
 import type { Command } from "commander";
 import { z } from "zod";
 import { parse as parseYaml } from "yaml";
-import { VPCNI_VERSION } from "./version.ts";
+import { BundleError, pluginSource } from "./launcher.ts";
 import { parseConfig } from "../cni/config.ts";
 import { CniError } from "../cni/errors.ts";
 import { isSupportedVersion, SUPPORTED_CNI_VERSIONS } from "../cni/versions.ts";
@@ -206,7 +207,7 @@ export function conflistFromFlags(
 
 /** What happened (or would happen) to one file. */
 export interface InstallAction {
-  what: "binary" | "conflist";
+  what: "binary" | "bundle" | "conflist";
   path: string;
   /** `installed`/`written` when changed, `unchanged`, or `would …` with --dry-run. */
   result: "installed" | "written" | "unchanged" | "would install" | "would write" | "skipped";
@@ -214,44 +215,6 @@ export interface InstallAction {
   detail: string;
   /** With --dry-run: the conflist that would be written. */
   content?: string;
-}
-
-/** The bytes to put into the bin dir and what they are. */
-export interface PluginSource {
-  bytes: Uint8Array;
-  kind: "executable" | "launcher";
-  from: string;
-}
-
-/** Permissions the launcher grants, the same as the compiled build. */
-const LAUNCHER_FLAGS =
-  "--allow-ffi --allow-net --allow-read --allow-write --allow-env --allow-run --allow-sys=osRelease " +
-  "--no-prompt --quiet --cached-only";
-
-/**
- * The file to install as `vpcni`: the compiled executable itself, or, when running from
- * source, a launcher script that runs this checkout with this Deno and this Deno cache
- * (kubelet runs plugins from another directory and with a bare environment, so the config
- * file and cache are named explicitly).
- */
-export async function pluginSource(): Promise<PluginSource> {
-  if (Deno.build.standalone) {
-    const from = Deno.execPath();
-    return { bytes: await Deno.readFile(from), kind: "executable", from };
-  }
-  const main = new URL("../main.ts", import.meta.url).pathname;
-  const config = new URL("../deno.json", import.meta.url).pathname;
-  const denoDir = Deno.env.get("DENO_DIR") ??
-    `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME") ?? "/root"}/.cache`}/deno`;
-  const script = [
-    "#!/bin/sh",
-    `# vpcni ${VPCNI_VERSION} launcher, written by 'vpcni install' run from source.`,
-    "# A compiled vpcni (deno task compile) installs itself here instead of this script.",
-    `DENO_DIR='${denoDir}' exec '${Deno.execPath()}' run ${LAUNCHER_FLAGS} \\`,
-    `  --config '${config}' '${main}' "$@"`,
-    "",
-  ].join("\n");
-  return { bytes: new TextEncoder().encode(script), kind: "launcher", from: main };
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
@@ -376,6 +339,20 @@ export async function install(f: InstallFlags): Promise<InstallAction[]> {
   const actions: InstallAction[] = [];
 
   const binPath = `${f.binDir.replace(/\/$/, "")}/vpcni`;
+  if (source?.bundle) {
+    // Written before the launcher that runs it, so the launcher never names a missing file.
+    const { path, bytes } = source.bundle;
+    const detail = `the plugin in one file (${bytes.length} bytes), run for CNI verbs`;
+    const old = await readIfExists(path);
+    if (old && sameBytes(old, bytes)) {
+      actions.push({ what: "bundle", path, result: "unchanged", detail });
+    } else if (f.dryRun) {
+      actions.push({ what: "bundle", path, result: "would write", detail });
+    } else {
+      await writeAtomic(path, bytes, 0o644);
+      actions.push({ what: "bundle", path, result: "written", detail });
+    }
+  }
   if (source) {
     const detail = source.kind === "executable"
       ? `copy of ${source.from} (${source.bytes.length} bytes)`
@@ -476,9 +453,9 @@ Examples:
       try {
         actions = await install(f);
       } catch (e) {
-        if (e instanceof InstallError) {
+        if (e instanceof InstallError || e instanceof BundleError) {
           console.error(`vpcni install: ${e.message}`);
-          Deno.exitCode = 2;
+          Deno.exitCode = e instanceof InstallError ? 2 : 1; // a usage error, or the machine's
           return;
         }
         throw e;

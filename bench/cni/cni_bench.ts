@@ -10,12 +10,12 @@
  * - peak RSS of one ADD per side (`/usr/bin/time -f %M`);
  * - vpcni's time per verb beyond an empty `deno run` start.
  *
- * vpcni runs as installed today: the `vpcni` launcher script in CNI_PATH, `exec deno run
- * --allow-all --no-check main.ts`. It is measured twice: with `ipam: host-local` delegation
- * (same IPAM work as the peer) and with addresses from the IPAM daemon protocol, served
- * by the stand-in daemon of tests/helpers/ipam_standin.ts in this process (no EC2 work).
- * Both are measured again with the plugin code run from one `deno bundle` file, the
- * packaging the issue names as the other way to a fast start. All use the veth datapath.
+ * vpcni is measured as `vpcni install` installs it from source: its launcher, which runs
+ * the plugin bundled into one file (`deno bundle`) for the CNI verbs; and, for comparison,
+ * from the checkout's modules (`exec deno run --allow-all --no-check main.ts`, as the tests
+ * run it). Each is measured twice: with `ipam: host-local` delegation (same IPAM work as the
+ * peer) and with addresses from the IPAM daemon protocol, served by the stand-in daemon of
+ * tests/helpers/ipam_standin.ts in this process (no EC2 work). All use the veth datapath.
  *
  * Everything runs in a netns the bench creates (`vcnb…`): the timing loop re-executes this
  * file inside that "node" netns so no `ip netns exec` sits in the measured path.
@@ -56,9 +56,9 @@ export interface CniBenchResult {
   ptp: SideFigures;
   vpcniHostLocal: SideFigures;
   vpcniDaemon: SideFigures;
-  /** vpcni + host-local, the plugin code run from one `deno bundle` file. */
+  /** vpcni + host-local, as `vpcni install` installs it (the bundled plugin). */
   vpcniBundleHostLocal: SideFigures;
-  /** vpcni + the daemon protocol, the plugin code run from one `deno bundle` file. */
+  /** vpcni + the daemon protocol, as `vpcni install` installs it (the bundled plugin). */
   vpcniBundleDaemon: SideFigures;
   /** vpcni / ptp ratios (target: single ≤ 1.5, concurrent ≤ 2.0). */
   ratios: {
@@ -192,21 +192,19 @@ async function inner(pairs: number, rounds: number): Promise<void> {
       pods.push(`${podPrefix}${i}`);
       await sh(["ip", "netns", "add", `${podPrefix}${i}`]);
     }
-    // The same plugin code as one `deno bundle` file: what the issue's "run from a bundle"
-    // option would ship.
-    const entry = `${dir}/entry.ts`;
-    await Deno.writeTextFile(
-      entry,
-      `import { runPlugin } from "${new URL("../../cni/plugin.ts", import.meta.url).pathname}";\n` +
-        "Deno.exit(await runPlugin());\n",
-    );
-    await sh(["deno", "bundle", "--quiet", "--platform=deno", "-o", `${dir}/plugin.js`, entry]);
-    const bundled = `${bin.dir}/vpcni-bundle`;
-    await Deno.writeTextFile(
-      bundled,
-      `#!/bin/sh\nexec deno run --allow-all --no-check ${dir}/plugin.js "$@"\n`,
-      { mode: 0o755 },
-    );
+    // What `vpcni install` installs from source: the launcher and the bundled plugin.
+    const installed = `${dir}/installed`;
+    await sh([
+      "deno",
+      "run",
+      "-A",
+      new URL("../../main.ts", import.meta.url).pathname,
+      "install",
+      "--bin-dir",
+      installed,
+      "--skip-conflist",
+    ]);
+    const bundled = `${installed}/vpcni`;
     const hostLocal = (subnet: string) => ({
       type: "host-local",
       ranges: [[{ subnet }]],
@@ -436,19 +434,23 @@ export async function benchCni(
       "| CNI plugin (veth datapath) | ADD+DEL ms (median) | ADD / DEL ms | 50 concurrent ADDs ms | CPU of 50 ADDs | peak RSS | CPU per ADD+DEL | single ratio | 50-ADD ratio | CPU ratio |",
       "|---|---|---|---|---|---|---|---|---|---|",
       row("reference ptp + host-local", figures.ptp),
-      row("vpcni + host-local delegation", figures.vpcniHostLocal, ratio(figures.vpcniHostLocal)),
       row(
-        "vpcni + IPAM daemon protocol (stand-in daemon)",
+        "vpcni from main.ts's modules + host-local",
+        figures.vpcniHostLocal,
+        ratio(figures.vpcniHostLocal),
+      ),
+      row(
+        "vpcni from main.ts's modules + IPAM daemon protocol (stand-in daemon)",
         figures.vpcniDaemon,
         ratio(figures.vpcniDaemon),
       ),
       row(
-        "vpcni from one `deno bundle` file + host-local",
+        "vpcni as installed (bundled plugin) + host-local",
         figures.vpcniBundleHostLocal,
         ratio(figures.vpcniBundleHostLocal),
       ),
       row(
-        "vpcni from one `deno bundle` file + IPAM daemon protocol (stand-in daemon)",
+        "vpcni as installed (bundled plugin) + IPAM daemon protocol (stand-in daemon)",
         figures.vpcniBundleDaemon,
         ratio(figures.vpcniBundleDaemon),
       ),

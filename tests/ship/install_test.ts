@@ -55,11 +55,22 @@ Deno.test("install writes an executable plugin and the conflist, then reports un
       assert.ok(l.length <= 80 || longPath, `${l.length}: ${l}`);
     }
     assert.match(first.stdout, /conflist .*10-vpcni\.conflist: written/);
+    // From source, the CNI verbs run the plugin bundled into one file in the checkout's dist/.
+    assert.match(first.stdout, /bundle +\S+\/dist\/vpcni-plugin\.js: (written|unchanged)/);
 
     // The installed plugin runs from anywhere with kubelet's bare environment.
     const v = await run(["env", "-i", `${bin}/vpcni`, "version", "--json"], { cwd: root });
     assert.equal(v.code, 0, v.stderr);
     assert.equal(JSON.parse(v.stdout).deno, Deno.version.deno);
+    const cni = await run(["env", "-i", "CNI_COMMAND=VERSION", `${bin}/vpcni`], {
+      cwd: root,
+      stdin: '{"cniVersion":"1.1.0"}',
+    });
+    assert.equal(cni.code, 0, cni.stderr);
+    assert.deepEqual(JSON.parse(cni.stdout), {
+      cniVersion: "1.1.0",
+      supportedVersions: ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"],
+    });
 
     const conflist = JSON.parse(await Deno.readTextFile(conf));
     assert.deepEqual(conflist.plugins.map((p: { type: string }) => p.type), [
@@ -74,6 +85,7 @@ Deno.test("install writes an executable plugin and the conflist, then reports un
     const second = await vpcni(args);
     assert.equal(second.code, 0, second.stderr);
     assert.match(second.stdout, /binary .*: unchanged/);
+    assert.match(second.stdout, /bundle .*: unchanged/);
     assert.match(second.stdout, /conflist .*: unchanged/);
     assert.equal(Deno.statSync(conf).ino, inode, "an unchanged file is not rewritten");
 
@@ -102,6 +114,7 @@ Deno.test("install --dry-run prints the plan and the conflist and writes nothing
     ]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /binary .*: would install/);
+    assert.match(r.stdout, /bundle .*vpcni-plugin\.js: (would write|unchanged)/);
     assert.match(r.stdout, /conflist .*: would write/);
     assert.match(r.stdout, /"serviceCidrs": \[\s*"10\.100\.0\.0\/16"\s*\]/);
     assert.deepEqual(listDir(root), [], "dry run created nothing");

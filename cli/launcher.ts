@@ -1,0 +1,96 @@
+/**
+ * What `vpcni install` puts into the CNI bin dir: a compiled vpcni copies itself; run from
+ * source there is no single file to copy, so it writes a launcher script that runs this
+ * checkout with this Deno, plus the plugin bundled into one file for the CNI verbs.
+ *
+ * @module
+ */
+import { VPCNI_VERSION } from "./version.ts";
+
+/** Permissions the launcher grants, the same as the compiled build. */
+export const LAUNCHER_FLAGS =
+  "--allow-ffi --allow-net --allow-read --allow-write --allow-env --allow-run --allow-sys=osRelease " +
+  "--no-prompt --quiet --cached-only";
+
+/** Where the from-source install keeps the bundled plugin: the checkout's build folder. */
+export const PLUGIN_BUNDLE_PATH: string = new URL("../dist/vpcni-plugin.js", import.meta.url)
+  .pathname;
+
+/** The bytes to put into the bin dir and what they are. */
+export interface PluginSource {
+  bytes: Uint8Array;
+  kind: "executable" | "launcher";
+  from: string;
+  /** From source: the bundled plugin the launcher runs for CNI verbs, written first. */
+  bundle?: { path: string; bytes: Uint8Array };
+}
+
+/** The plugin could not be bundled; the message says what `deno bundle` said. */
+export class BundleError extends Error {
+  /** Creates the error. */
+  constructor(message: string) {
+    super(message);
+    this.name = "BundleError";
+  }
+}
+
+/**
+ * The file to install as `vpcni`: the compiled executable itself, or, when running from
+ * source, a launcher script (kubelet runs plugins from another directory and with a bare
+ * environment, so the config file, the Deno cache and the bundle are named explicitly).
+ */
+export async function pluginSource(): Promise<PluginSource> {
+  if (Deno.build.standalone) {
+    const from = Deno.execPath();
+    return { bytes: await Deno.readFile(from), kind: "executable", from };
+  }
+  const main = new URL("../main.ts", import.meta.url).pathname;
+  const config = new URL("../deno.json", import.meta.url).pathname;
+  const denoDir = Deno.env.get("DENO_DIR") ??
+    `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME") ?? "/root"}/.cache`}/deno`;
+  const deno = Deno.execPath();
+  const script = [
+    "#!/bin/sh",
+    `# vpcni ${VPCNI_VERSION} launcher, written by 'vpcni install' run from source.`,
+    "# A compiled vpcni (deno task compile) installs itself here instead of this script.",
+    "# CNI verbs run the plugin as bundled at install time (run the install again after",
+    "# changing the checkout); everything else runs the checkout's main.ts.",
+    'if [ -n "${CNI_COMMAND+set}" ]; then',
+    `  DENO_DIR='${denoDir}' exec '${deno}' run ${LAUNCHER_FLAGS} \\`,
+    `    --no-config '${PLUGIN_BUNDLE_PATH}' "$@"`,
+    "fi",
+    `DENO_DIR='${denoDir}' exec '${deno}' run ${LAUNCHER_FLAGS} \\`,
+    `  --config '${config}' '${main}' "$@"`,
+    "",
+  ].join("\n");
+  return {
+    bytes: new TextEncoder().encode(script),
+    kind: "launcher",
+    from: main,
+    bundle: { path: PLUGIN_BUNDLE_PATH, bytes: await bundlePlugin(config) },
+  };
+}
+
+/** Bundles cni/entry.ts with this Deno into one file and returns its bytes. */
+async function bundlePlugin(config: string): Promise<Uint8Array> {
+  const entry = new URL("../cni/entry.ts", import.meta.url).pathname;
+  const dir = await Deno.makeTempDir({ prefix: "vpcni-bundle-" });
+  try {
+    const out = `${dir}/vpcni-plugin.js`;
+    const r = await new Deno.Command(Deno.execPath(), {
+      args: ["bundle", "--quiet", "--platform=deno", "--config", config, "-o", out, entry],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    if (!r.success) {
+      const said = new TextDecoder().decode(r.stderr).trim().split("\n")[0] ?? "";
+      throw new BundleError(
+        `could not bundle the plugin (deno bundle ${entry}): ${said || `exit ${r.code}`}; ` +
+          "install a compiled vpcni instead (deno task compile)",
+      );
+    }
+    return await Deno.readFile(out);
+  } finally {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
