@@ -23,7 +23,8 @@ export interface EniRow {
 
 /** ENI rows: addresses used by pods, free, and cooling down. */
 export function eniRows(f: Facts): EniRow[] {
-  const held = new Set(f.allocations.map((a) => a.ip));
+  // Addresses held for pods no allocation names (a lost checkpoint) are in use too.
+  const held = new Set([...f.allocations.map((a) => a.ip), ...f.routedUnknown]);
   const cooling = new Set(f.cooldowns.map((c) => c.ip));
   return [...f.enis].sort((a, b) => a.deviceIndex - b.deviceIndex).map((e) => {
     const used = e.ips.filter((ip) => held.has(ip)).length;
