@@ -2,12 +2,14 @@
  * What the daemon reads from the node's kernel: whether a pod's netns still exists, and which
  * addresses the host still routes to pods. The second is the backstop for a lost checkpoint
  * (deleted, or moved aside after corruption): every pod the CNI plugin set up has the host
- * rule `to <ip>/32 lookup main` at a fixed priority, so an address with that rule belongs to
- * a running pod even when no allocation names it, and must not be handed out again.
+ * rule `to <ip>/32 lookup main` at a fixed priority and a `<ip>/32` route in main over its
+ * host veth. The route dies with the pod's netns (a veth pair goes as one); the rule does
+ * not. An address with both belongs to a running pod even when no allocation names it, and
+ * must not be handed out again; a rule alone is a leftover of a pod whose DEL never ran.
  *
  * @module
  */
-import { listRules, MAIN_TABLE, NetlinkSocket } from "../netlink/mod.ts";
+import { listRoutes, listRules, MAIN_TABLE, NetlinkSocket } from "../netlink/mod.ts";
 import { RULE_PRIORITY_TO_POD } from "../cni/datapath/types.ts";
 
 /** What the kernel can tell about the node's pods. */
@@ -15,8 +17,8 @@ export interface KernelView {
   /** true: the pod's netns exists; false: it is gone; undefined: cannot tell. */
   podAlive(netns: string | undefined): Promise<boolean | undefined>;
   /**
-   * Addresses the host routes to a pod (the datapath's per-pod rule), or undefined when
-   * the rules cannot be read. Pods set up by another main plugin (vpcni as IPAM only) have
+   * Addresses the host routes to a running pod (the datapath's per-pod rule and host route),
+   * or undefined when they cannot be read. Pods set up by another main plugin (vpcni as IPAM only) have
    * no such rule and are not seen here.
    */
   routedPodIps(): Promise<Set<string> | undefined>;
@@ -42,11 +44,18 @@ export function hostKernelView(netnsPath?: string): KernelView {
       let sock: NetlinkSocket | undefined;
       try {
         sock = netnsPath ? NetlinkSocket.openIn(netnsPath) : NetlinkSocket.open();
+        const viaLink = new Set(
+          listRoutes(sock, { table: MAIN_TABLE, family: 4 })
+            .filter((r) => r.dst.endsWith("/32") && r.dev !== undefined && !r.gateway)
+            .filter((r) => r.type === undefined || r.type === "unicast")
+            .map((r) => r.dst.slice(0, -3)),
+        );
         const ips = new Set<string>();
         for (const r of listRules(sock, 4)) {
           if (r.priority !== RULE_PRIORITY_TO_POD || r.src || !r.dst?.endsWith("/32")) continue;
           if (r.table !== MAIN_TABLE) continue;
-          ips.add(r.dst.slice(0, -3));
+          const ip = r.dst.slice(0, -3);
+          if (viaLink.has(ip)) ips.add(ip);
         }
         return Promise.resolve(ips);
       } catch {
