@@ -6,7 +6,8 @@
  * @module
  */
 import type { Command } from "commander";
-import { ConfigError, type ConfigOverrides, KNOBS, loadConfig } from "./config.ts";
+import { ConfigError, type ConfigOverrides, loadConfig } from "./config.ts";
+import { KNOBS } from "./knobs.ts";
 import { log, setupLogging } from "./log.ts";
 
 /** `description (env NAME) (default: value)` for a flag that sets a documented knob. */

@@ -1,7 +1,7 @@
 /**
  * The daemon's configuration: a YAML or JSON file, then environment variables, then flags
- * (later wins), parsed with zod. Every knob has a default and a doc line; {@linkcode KNOBS}
- * is the table the README prints. A bad knob is named in the error and the daemon refuses
+ * (later wins), parsed with zod. Every knob has a default here and a doc line in
+ * {@linkcode KNOBS} (ipam/knobs.ts). A bad knob is named in the error and the daemon refuses
  * to start.
  *
  * @module
@@ -10,6 +10,7 @@ import { z } from "zod";
 import { parse as parseYaml } from "yaml";
 import { parseSelector, SelectorSyntaxError, type TagSelector } from "./selector.ts";
 import { DEFAULT_IPAM_SOCKET } from "../cni/ipam_protocol.ts";
+import { KNOBS } from "./knobs.ts";
 
 const selectorText = z.string().superRefine((text, ctx) => {
   try {
@@ -157,150 +158,6 @@ export class ConfigError extends Error {
     return new ConfigError(undefined, [line]);
   }
 }
-
-/** Documentation of each knob, in the order the README lists them. */
-export const KNOBS: { knob: string; def: string; env?: string; flag?: string; doc: string }[] = [
-  {
-    knob: "clusterName",
-    def: "vpcni",
-    env: "VPCNI_CLUSTER_NAME",
-    flag: "--cluster-name",
-    doc: "tagged on every ENI the daemon creates; the leak collector only touches ENIs with it",
-  },
-  {
-    knob: "datapath",
-    def: "ipvlan-l2",
-    env: "VPCNI_DATAPATH",
-    flag: "--datapath",
-    doc: "ipvlan-l2 | ipvlan-l3s | veth; reported in introspection",
-  },
-  {
-    knob: "socketPath",
-    def: DEFAULT_IPAM_SOCKET,
-    env: "VPCNI_SOCKET",
-    flag: "--socket",
-    doc: "unix socket the CNI plugin talks to (mode 0600)",
-  },
-  {
-    knob: "stateDir",
-    def: "/var/lib/vpcni",
-    env: "VPCNI_STATE_DIR",
-    flag: "--state-dir",
-    doc: "where the checkpoint lives",
-  },
-  {
-    knob: "listen",
-    def: "127.0.0.1:61679",
-    env: "VPCNI_LISTEN",
-    flag: "--listen",
-    doc: "introspection and /metrics address; loopback only",
-  },
-  {
-    knob: "region",
-    def: "(from IMDS)",
-    env: "AWS_REGION",
-    flag: "--region",
-    doc: "EC2 region",
-  },
-  {
-    knob: "ec2Endpoint",
-    def: "(SDK default)",
-    env: "VPCNI_EC2_ENDPOINT",
-    flag: "--ec2-endpoint",
-    doc: "EC2 API endpoint override (the simulator, a VPC endpoint)",
-  },
-  {
-    knob: "imdsEndpoint",
-    def: "http://169.254.169.254",
-    env: "AWS_EC2_METADATA_SERVICE_ENDPOINT",
-    flag: "--imds-endpoint",
-    doc: "IMDSv2 endpoint",
-  },
-  {
-    knob: "logLevel",
-    def: "info",
-    env: "VPCNI_LOG_LEVEL",
-    flag: "--log-level",
-    doc: "debug | info | warning | error; logs are JSON lines on stderr",
-  },
-  {
-    knob: "addTimeoutSeconds",
-    def: "20",
-    doc: "how long an ADD waits for the pool to grow before answering code 11",
-  },
-  {
-    knob: "reconcileIntervalSeconds",
-    def: "5",
-    doc: "period of the warm loop (targets, cooldown expiry, releases)",
-  },
-  {
-    knob: "releaseDelaySeconds",
-    def: "60",
-    doc: "hysteresis: a surplus must last this long before IPs or ENIs are released",
-  },
-  {
-    knob: "leakedEniGraceSeconds",
-    def: "300",
-    doc: "our tagged ENIs 'available' for longer than this are deleted",
-  },
-  {
-    knob: "imdsCheckSeconds",
-    def: "60",
-    doc:
-      "period of the comparison with instance metadata (no EC2 API calls); a disagreement starts an EC2 re-sync at once",
-  },
-  {
-    knob: "ec2ResyncSeconds",
-    def: "600",
-    doc:
-      "period of the full re-sync with EC2 (adopt or drop addresses EC2 disagrees on, refresh subnet free counts) and of the leaked-ENI collector",
-  },
-  {
-    knob: "routeTableBase",
-    def: "100",
-    doc: "route table of ENI with device index d is routeTableBase + d",
-  },
-  { knob: "defaultPool", def: "(first pool)", doc: "pool used by pods without annotation" },
-  { knob: "pools[].name", def: "default", doc: "DNS label; annotation vpcni.io/pool names it" },
-  {
-    knob: "pools[].subnets",
-    def: "node",
-    doc: '`node` (the primary ENI\'s subnet), `{ids: [subnet-…]}` or `{tags: "k=v,k2 in (a,b)"}`',
-  },
-  {
-    knob: "pools[].securityGroups",
-    def: "primary",
-    doc: '`primary` (the primary ENI\'s groups), `{ids: [sg-…]}` or `{tags: "selector"}`',
-  },
-  { knob: "pools[].minimumIps", def: "0", doc: "total addresses (used + free) always held" },
-  { knob: "pools[].warmIps", def: "0", doc: "free addresses kept ready" },
-  {
-    knob: "pools[].warmEnis",
-    def: "1",
-    doc: "free addresses kept ready, in whole ENIs' worth (AWS VPC CNI's WARM_ENI_TARGET)",
-  },
-  {
-    knob: "pools[].prefixDelegation",
-    def: "false",
-    doc: "assign /28 prefixes instead of single addresses",
-  },
-  { knob: "pools[].maxEnis", def: "(instance limit)", doc: "most ENIs this pool may hold" },
-  {
-    knob: "pools[].firstInterfaceIndex",
-    def: "0",
-    doc: "ENIs with a lower device index are never used by this pool",
-  },
-  {
-    knob: "pools[].allowSharedSubnets",
-    def: "true",
-    doc: "several ENIs of the node may sit in one subnet",
-  },
-  {
-    knob: "pools[].ipCooldownSeconds",
-    def: "30",
-    doc: "a released address is not handed out again before this (survives restarts)",
-  },
-];
 
 /** Overrides from the command line; undefined means "not given". */
 export interface ConfigOverrides {

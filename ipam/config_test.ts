@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { ConfigError, KNOBS, parseConfigText, resolveConfig } from "./config.ts";
+import { ConfigError, parseConfigText, resolveConfig } from "./config.ts";
+import { KNOBS } from "./knobs.ts";
 
 function problems(content: unknown, env: Record<string, string> = {}): string[] {
   try {

@@ -1,38 +1,28 @@
 /**
  * The pool manager: serves ADD/DEL/CHECK/GC/STATUS from the node state, grows pools
  * single-flight when an ADD finds nothing free, and runs the warm loop (targets, hysteresis
- * on release, cooldown expiry) and the leaked-ENI collector.
+ * on release, cooldown expiry). The leaked-ENI collector and the re-syncs are in
+ * ipam/ec2_sync.ts and ipam/imds_check.ts.
  *
  * @module
  */
 import type { IpamAddRequest, IpamResponse, PodAllocation } from "../cni/ipam_protocol.ts";
 import { cloudErrorCode } from "./cloud.ts";
-import {
-  annotationSubnetChoice,
-  defaultPoolName,
-  type PoolConfig,
-  type SubnetChoice,
-  subnetChoice,
-} from "./config.ts";
+import { defaultPoolName, type PoolConfig, type SubnetChoice, subnetChoice } from "./config.ts";
 import type { AllocationRecord } from "./checkpoint.ts";
+import { addEni, deleteDetached } from "./eni_lifecycle.ts";
 import {
-  addEni,
   assignToExisting,
   candidateSubnets,
-  deleteDetached,
   type ExhaustReason,
   type GrowthContext,
   perEniCapacity,
   PoolExhausted,
 } from "./growth.ts";
 import { attachmentKey, warmShortfall } from "./node_state.ts";
-import { matchSubnets, subnetGateway } from "./subnets.ts";
+import { choosePool } from "./pool_choice.ts";
+import { subnetGateway } from "./subnets.ts";
 import { log } from "./log.ts";
-
-/** Annotation naming a pod's pool. */
-export const ANNOTATION_POOL = "vpcni.io/pool";
-/** Annotation choosing a pool by subnet selector. */
-export const ANNOTATION_SUBNET_SELECTOR = "vpcni.io/subnet-selector";
 
 /** Live state of one pool besides its addresses. */
 export interface PoolRuntime {
@@ -97,51 +87,7 @@ export class PoolManager {
 
   /** Picks the pool for an ADD from its annotations; an error response when it cannot. */
   resolvePool(annotations: Record<string, string> | undefined): PoolRuntime | IpamResponse {
-    const named = annotations?.[ANNOTATION_POOL];
-    if (named !== undefined) {
-      const rt = this.pools.get(named);
-      if (rt) return rt;
-      return {
-        ok: false,
-        code: 7,
-        msg: `annotation ${ANNOTATION_POOL}="${named}" names no pool`,
-        details: `pools: ${[...this.pools.keys()].join(", ")}`,
-      };
-    }
-    const selText = annotations?.[ANNOTATION_SUBNET_SELECTOR];
-    if (selText !== undefined) {
-      let choice: SubnetChoice;
-      try {
-        choice = annotationSubnetChoice(selText);
-      } catch (e) {
-        return {
-          ok: false,
-          code: 7,
-          msg: `annotation ${ANNOTATION_SUBNET_SELECTOR}: ${(e as Error).message}`,
-        };
-      }
-      const node = { az: this.ctx.az, primarySubnetId: this.ctx.primarySubnetId };
-      const wanted = new Set(matchSubnets(choice, this.ctx.subnets, node).map((s) => s.id));
-      let best: PoolRuntime | undefined;
-      let bestScore = 0;
-      for (const rt of this.pools.values()) {
-        const ids = matchSubnets(rt.choice, this.ctx.subnets, node).map((s) => s.id);
-        const inside = ids.filter((id) => wanted.has(id)).length;
-        // A pool fits when all its subnets are among the wanted ones; more overlap wins.
-        if (inside > bestScore && inside === ids.length) {
-          best = rt;
-          bestScore = inside;
-        }
-      }
-      if (best) return best;
-      return {
-        ok: false,
-        code: 7,
-        msg: `no pool uses only subnets matching ${ANNOTATION_SUBNET_SELECTOR}="${selText}"`,
-        details: `matching subnets: ${[...wanted].join(", ") || "none"}`,
-      };
-    }
-    return this.pools.get(defaultPoolName(this.ctx.cfg))!;
+    return choosePool(annotations, this.pools, this.ctx);
   }
 
   /** ADD: the same answer for the same attachment; never the same address twice. */
