@@ -10,7 +10,7 @@ import { matchesTags, parseSelector } from "../ipam/selector.ts";
 import type { CheckResult } from "./report.ts";
 import type { Facts } from "./facts.ts";
 import type { DatapathFindings } from "./datapath.ts";
-import { describeFix } from "./datapath.ts";
+import { describeFix } from "./datapath_fix.ts";
 import type { LeakedEni } from "./cloud.ts";
 
 /** Warm state per pool: free addresses against targets, and exhaustion. */

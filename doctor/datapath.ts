@@ -1,7 +1,8 @@
 /**
  * Datapath consistency: what the kernel should hold for the allocations (planned with the
  * datapath's own planner, so doctor and ADD can never disagree on what "complete" means),
- * what it holds that nobody accounts for, and how to remove only that.
+ * and what it holds that nobody accounts for. Removing only that is the job of
+ * doctor/datapath_fix.ts.
  *
  * "Provably ours and orphaned" means: the object has the exact shape vpcni makes (rule
  * priority 1000/2000 on a /32; a host link named prefix + 11 hex chars; a /32 host route
@@ -11,13 +12,7 @@
  *
  * @module
  */
-import {
-  deleteLink,
-  deleteRoute,
-  deleteRule,
-  type NetlinkSocket,
-  type Route,
-} from "../netlink/mod.ts";
+import type { Route } from "../netlink/mod.ts";
 import {
   planAttachment,
   type PlannedRoute,
@@ -126,7 +121,8 @@ function describeRoute(r: PlannedRoute): string {
   }`;
 }
 
-function describeRule(r: PlannedRule): string {
+/** A rule as `ip rule` would show it, e.g. `rule 1000: to 10.0.1.9/32 lookup main`. */
+export function describeRule(r: PlannedRule): string {
   return `rule ${r.priority}: ${r.src ? `from ${r.src} ` : ""}${
     r.dst ? `to ${r.dst} ` : ""
   }lookup ${r.table === MAIN_TABLE_ID ? "main" : r.table}`;
@@ -388,72 +384,4 @@ function shapedOrphans(
     }
   }
   return out;
-}
-
-/** The command-free description of a repair, as `doctor datapath` prints it. */
-export function describeFix(o: Orphan): string {
-  switch (o.kind) {
-    case "rule":
-      return `delete ${describeRule(o.rule)}`;
-    case "link":
-      return `delete host veth ${o.name} (its routes go with it)`;
-    case "route":
-      return `delete route ${o.route.dst} table main dev #${o.route.dev}`;
-    case "table":
-      return `flush route table ${o.table} (${o.routes.length} routes)`;
-  }
-}
-
-/** Removes one orphan through netlink. Objects already gone count as removed. */
-export function removeOrphan(s: NetlinkSocket, o: Orphan): void {
-  const ignoreGone = (fn: () => void) => {
-    try {
-      fn();
-    } catch (e) {
-      if (
-        !((e as { errno?: number }).errno === 2 || (e as { errno?: number }).errno === 3 ||
-          (e as Error).name === "NotFoundError")
-      ) throw e;
-    }
-  };
-  switch (o.kind) {
-    case "rule":
-      ignoreGone(() => deleteRule(s, { ...o.rule, family: 4 }));
-      return;
-    case "link":
-      ignoreGone(() => deleteLink(s, o.name));
-      return;
-    case "route":
-      ignoreGone(() =>
-        deleteRoute(s, { dst: o.route.dst, dev: o.route.dev, table: o.route.table })
-      );
-      return;
-    case "table":
-      for (const r of o.routes) {
-        ignoreGone(() =>
-          deleteRoute(s, {
-            dst: r.dst,
-            dev: r.dev,
-            table: r.table,
-            gateway: r.gateway,
-            scope: r.scope,
-          })
-        );
-      }
-      return;
-  }
-}
-
-/** A stable key of an orphan, to act only on what two consecutive looks both found. */
-export function orphanKey(o: Orphan): string {
-  switch (o.kind) {
-    case "rule":
-      return `rule/${o.rule.priority}/${o.rule.src ?? ""}/${o.rule.dst ?? ""}/${o.rule.table}`;
-    case "link":
-      return `link/${o.name}`;
-    case "route":
-      return `route/${o.route.dst}/${o.route.dev}`;
-    case "table":
-      return `table/${o.table}`;
-  }
 }

@@ -3,10 +3,10 @@ import {
   type AllocationFact,
   analyseDatapath,
   type DatapathSettings,
-  describeFix,
   findOrphans,
   type PodAccounting,
 } from "./datapath.ts";
+import { describeFix } from "./datapath_fix.ts";
 import type { NetnsSnapshot } from "./kernel.ts";
 import { hostVethName } from "../cni/datapath/naming.ts";
 import type { EniInfo } from "../cni/ipam_protocol.ts";

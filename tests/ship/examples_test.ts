@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { parseAllDocuments } from "yaml";
 import { parseConfig } from "../../cni/config.ts";
 import { resolveConfig } from "../../ipam/config.ts";
-import { parseConflist } from "../../cli/install.ts";
+import { parseConflist } from "../../cli/conflist.ts";
 import { run } from "../helpers/sh.ts";
 
 const examples = new URL("../../examples/", import.meta.url).pathname;

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { run } from "../helpers/sh.ts";
-import { wrap } from "../../cli/install.ts";
+import { wrapDetail } from "../../cli/install.ts";
 
 const repo = new URL("../..", import.meta.url).pathname;
 const main = `${repo}main.ts`;
@@ -215,14 +215,14 @@ Deno.test("install takes the datapath and socket from the daemon config, or a co
 
 Deno.test("install's long details wrap at 80 columns, and only a path longer than a line overflows", () => {
   const deep = `/${"checkout/".repeat(7)}main.ts`;
-  const lines = wrap(`(launcher script running ${deep} from source, not compiled)`, 9);
+  const lines = wrapDetail(`(launcher script running ${deep} from source, not compiled)`, 9);
   assert.deepEqual(lines, [
     "         (launcher script running",
     `         ${deep}`,
     "         from source, not compiled)",
   ]);
   const huge = `/${"x".repeat(100)}`;
-  assert.deepEqual(wrap(`(running ${huge} now)`, 9), [
+  assert.deepEqual(wrapDetail(`(running ${huge} now)`, 9), [
     "         (running",
     `         ${huge}`,
     "         now)",
