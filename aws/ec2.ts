@@ -6,42 +6,51 @@
  * Credentials come from the SDK's default chain (environment, profile, IMDS role, …) unless
  * given. Every failure is an {@linkcode Ec2Error}.
  *
+ * This file holds the client itself: its options, the SDK client, and the call path every
+ * action goes through. The actions' requests and answers are in `ec2_describe.ts` (the
+ * Describe actions) and `ec2_eni.ts` (ENIs, their addresses, tags).
+ *
  * @module
  */
 import * as sdk from "@aws-sdk/client-ec2";
-import { CallEngine, type Ec2Metrics, type RetryEvent } from "./ec2_call.ts";
-import type { Ec2Error } from "./ec2_errors.ts";
 import {
-  type AssignedAddresses,
-  type Instance,
-  type InstanceTypeInfo,
-  type NetworkInterface,
-  type SecurityGroup,
-  type Subnet,
-  tagList,
-  type Tags,
-  toInstance,
-  toInstanceTypeInfo,
-  toNetworkInterface,
-  toSecurityGroup,
-  toSubnet,
-  toVpc,
-  type Vpc,
-} from "./ec2_types.ts";
+  type ActionCall,
+  CallEngine,
+  type Ec2Caller,
+  type Ec2Metrics,
+  type PagedCall,
+  type RetryEvent,
+} from "./ec2_call.ts";
+import * as describe from "./ec2_describe.ts";
+import * as eni from "./ec2_eni.ts";
+import type { Ec2Error } from "./ec2_errors.ts";
 import {
   type AssignInput,
   bad,
-  checkId,
   type CreateNetworkInterfaceInput,
   type DescribeQuery,
-  isIpv4,
-  toFilters,
+  type ModifyNetworkInterfaceInput,
 } from "./ec2_input.ts";
+import type {
+  AssignedAddresses,
+  Instance,
+  InstanceTypeInfo,
+  NetworkInterface,
+  SecurityGroup,
+  Subnet,
+  Tags,
+  Vpc,
+} from "./ec2_types.ts";
 import { resolveRetry, type RetryPolicy } from "./retry.ts";
 import { ActionLimiter, type BucketConfig } from "./throttle.ts";
 
 export { Ec2Error } from "./ec2_errors.ts";
-export type { AssignInput, CreateNetworkInterfaceInput, DescribeQuery } from "./ec2_input.ts";
+export type {
+  AssignInput,
+  CreateNetworkInterfaceInput,
+  DescribeQuery,
+  ModifyNetworkInterfaceInput,
+} from "./ec2_input.ts";
 export { metricsSnapshot } from "./ec2_call.ts";
 export type { Ec2Metrics, RetryEvent } from "./ec2_call.ts";
 export type * from "./ec2_types.ts";
@@ -86,11 +95,7 @@ export class Ec2Client {
   readonly endpoint: string;
   readonly region: string;
   #sdk: sdk.EC2Client;
-  #engine: CallEngine;
-  #pageSize: number;
-  #consistencyWindowMs: number;
-  /** ENIs this client created, with when: EC2 may not know them everywhere yet. */
-  #created = new Map<string, number>();
+  #caller: SdkCaller;
 
   /** Creates the client; bad options throw at once with the option's name. */
   constructor(o: Ec2ClientOptions) {
@@ -108,8 +113,8 @@ export class Ec2Client {
     }
     this.region = o.region;
     this.endpoint = o.endpoint ?? `https://ec2.${o.region}.amazonaws.com`;
-    this.#pageSize = Math.min(1000, Math.max(5, o.pageSize ?? 1000));
-    this.#consistencyWindowMs = o.consistencyWindowMs ?? 10_000;
+    const pageSize = Math.min(1000, Math.max(5, o.pageSize ?? 1000));
+    const consistencyWindowMs = o.consistencyWindowMs ?? 10_000;
     const retry = resolveRetry({
       ...o.retry,
       ...(o.maxAttempts ? { maxAttempts: o.maxAttempts } : {}),
@@ -125,7 +130,7 @@ export class Ec2Client {
         requestTimeout: attemptTimeoutMs,
       },
     });
-    this.#engine = new CallEngine({
+    const engine = new CallEngine({
       endpoint: this.endpoint,
       limiter: new ActionLimiter(o.buckets),
       retry,
@@ -133,12 +138,168 @@ export class Ec2Client {
       onRetry: o.onRetry,
       random: o.random,
     });
-    this.metrics = this.#engine.metrics;
+    this.metrics = engine.metrics;
+    this.#caller = new SdkCaller(this.#sdk, engine, pageSize, consistencyWindowMs);
   }
 
   /** Releases the SDK's sockets. */
   close(): void {
     this.#sdk.destroy();
+  }
+
+  /** DescribeInstanceTypes for the given types (unknown types: EC2's InvalidInstanceType). */
+  describeInstanceTypes(types: string[]): Promise<InstanceTypeInfo[]> {
+    return describe.describeInstanceTypes(this.#caller, types);
+  }
+
+  /** DescribeInstances (instances of every reservation, flattened). */
+  describeInstances(q: DescribeQuery = {}): Promise<Instance[]> {
+    return describe.describeInstances(this.#caller, q);
+  }
+
+  /** DescribeSubnets by ids, VPC, AZ and tags. */
+  describeSubnets(q: DescribeQuery & { vpcId?: string; az?: string } = {}): Promise<Subnet[]> {
+    return describe.describeSubnets(this.#caller, q);
+  }
+
+  /**
+   * DescribeNetworkInterfaces by ids, attached instance, subnet, filters and tags. With
+   * `ignoreMissing`, ids EC2 does not know are left out instead of failing the call.
+   */
+  describeNetworkInterfaces(
+    q: DescribeQuery & { instanceId?: string; subnetId?: string; ignoreMissing?: boolean } = {},
+  ): Promise<NetworkInterface[]> {
+    return describe.describeNetworkInterfaces(this.#caller, q);
+  }
+
+  /** DescribeVpcs; each VPC with all its associated IPv4 CIDRs. */
+  describeVpcs(q: DescribeQuery = {}): Promise<Vpc[]> {
+    return describe.describeVpcs(this.#caller, q);
+  }
+
+  /** DescribeSecurityGroups by ids, VPC, filters and tags. */
+  describeSecurityGroups(q: DescribeQuery & { vpcId?: string } = {}): Promise<SecurityGroup[]> {
+    return describe.describeSecurityGroups(this.#caller, q);
+  }
+
+  /**
+   * CreateNetworkInterface, tagged at creation. The same `ClientToken` goes with every retry,
+   * so EC2 returns the ENI of an earlier attempt instead of making a second one.
+   */
+  createNetworkInterface(i: CreateNetworkInterfaceInput): Promise<NetworkInterface> {
+    return eni.createNetworkInterface(this.#caller, i);
+  }
+
+  /**
+   * AttachNetworkInterface; returns the attachment id. When a retry fails because an earlier
+   * attempt already attached the ENI at this index, that attachment is returned.
+   */
+  attachNetworkInterface(
+    i: { eniId: string; instanceId: string; deviceIndex: number; networkCardIndex?: number },
+  ): Promise<string> {
+    return eni.attachNetworkInterface(this.#caller, i);
+  }
+
+  /** DetachNetworkInterface; a retry that finds the attachment gone counts as done. */
+  detachNetworkInterface(i: { attachmentId: string; force?: boolean }): Promise<void> {
+    return eni.detachNetworkInterface(this.#caller, i);
+  }
+
+  /** DeleteNetworkInterface; a retry that finds the ENI gone counts as done. */
+  deleteNetworkInterface(eniId: string): Promise<void> {
+    return eni.deleteNetworkInterface(this.#caller, eniId);
+  }
+
+  /**
+   * ModifyNetworkInterfaceAttribute. EC2 takes one attribute per request, so each given
+   * attribute is one call. `deleteOnTermination` needs the attachment id; it is looked up
+   * when not given.
+   */
+  modifyNetworkInterfaceAttribute(i: ModifyNetworkInterfaceInput): Promise<void> {
+    return eni.modifyNetworkInterfaceAttribute(this.#caller, i);
+  }
+
+  /** AssignPrivateIpAddresses: `count` IPs, the given `ips`, or `prefixCount` /28 prefixes. */
+  assignPrivateIpAddresses(i: AssignInput): Promise<AssignedAddresses> {
+    return eni.assignPrivateIpAddresses(this.#caller, i);
+  }
+
+  /** UnassignPrivateIpAddresses for IPs and/or prefixes (one call each). */
+  unassignPrivateIpAddresses(
+    i: { eniId: string; ips?: string[]; prefixes?: string[] },
+  ): Promise<void> {
+    return eni.unassignPrivateIpAddresses(this.#caller, i);
+  }
+
+  /** CreateTags on the given resources. */
+  createTags(ids: string[], tags: Tags): Promise<void> {
+    return eni.createTags(this.#caller, ids, tags);
+  }
+}
+
+/**
+ * The call path of every action: each request goes through the {@linkcode CallEngine}
+ * (buckets, retries, counters) as one SDK send per attempt. It also keeps the ENIs this client
+ * created, because EC2 may not know them everywhere yet.
+ *
+ * Every request counts as `filtered`: each Describe sent here carries ids, filters or a page
+ * size, and for the other (mutating) actions EC2's bucket does not depend on it.
+ */
+class SdkCaller implements Ec2Caller {
+  readonly pageSize: number;
+  #sdk: sdk.EC2Client;
+  #engine: CallEngine;
+  #consistencyWindowMs: number;
+  /** ENIs this client created, with when. */
+  #created = new Map<string, number>();
+
+  constructor(
+    client: sdk.EC2Client,
+    engine: CallEngine,
+    pageSize: number,
+    consistencyWindowMs: number,
+  ) {
+    this.#sdk = client;
+    this.#engine = engine;
+    this.pageSize = pageSize;
+    this.#consistencyWindowMs = consistencyWindowMs;
+  }
+
+  call<O, T = O>(c: ActionCall<O, T>): Promise<T> {
+    const read = c.read ?? ((o: O) => o as unknown as T);
+    return this.#engine.run({
+      action: c.action,
+      filtered: true,
+      send: async (signal) => read(await this.#send<O>(c.command(), signal)),
+      recover: c.recover,
+      retryIf: this.#justCreated(c.eniIds),
+    });
+  }
+
+  async pages<O extends { NextToken?: string }, R>(p: PagedCall<O, R>): Promise<R[]> {
+    const retryIf = this.#justCreated(p.eniIds);
+    const out: R[] = [];
+    let token: string | undefined;
+    for (let page = 0; page < 10_000; page++) {
+      const res = await this.#engine.run({
+        action: p.action,
+        filtered: true,
+        send: (signal) => this.#send<O>(p.command(token), signal),
+        retryIf,
+      });
+      out.push(...p.items(res));
+      token = res.NextToken || undefined;
+      if (!token) return out;
+    }
+    throw bad(p.action, "pagination did not end after 10000 pages");
+  }
+
+  noteCreated(eniId: string): void {
+    this.#created.set(eniId, performance.now());
+  }
+
+  forgetCreated(eniId: string): void {
+    this.#created.delete(eniId);
   }
 
   /** A retry predicate: NotFound on one of `eniIds` that this client created a moment ago. */
@@ -155,416 +316,7 @@ export class Ec2Client {
   }
 
   // deno-lint-ignore no-explicit-any
-  #send<T>(command: any, signal: AbortSignal): Promise<T> {
-    return this.#sdk.send(command, { abortSignal: signal }) as Promise<T>;
-  }
-
-  async #paginate<O extends { NextToken?: string }, R>(
-    action: string,
-    filtered: boolean,
-    command: (token: string | undefined) => unknown,
-    items: (o: O) => R[],
-    retryIf?: (e: Ec2Error) => boolean,
-  ): Promise<R[]> {
-    const out: R[] = [];
-    let token: string | undefined;
-    for (let page = 0; page < 10_000; page++) {
-      const res = await this.#engine.run({
-        action,
-        filtered,
-        send: (signal) => this.#send<O>(command(token), signal),
-        retryIf,
-      });
-      out.push(...items(res));
-      token = res.NextToken || undefined;
-      if (!token) return out;
-    }
-    throw bad(action, "pagination did not end after 10000 pages");
-  }
-
-  /** DescribeInstanceTypes for the given types (unknown types: EC2's InvalidInstanceType). */
-  describeInstanceTypes(types: string[]): Promise<InstanceTypeInfo[]> {
-    const A = "DescribeInstanceTypes";
-    if (
-      !Array.isArray(types) ||
-      types.some((t) => typeof t !== "string" || !/^[a-z0-9-]+\.[a-z0-9-]+$/.test(t))
-    ) {
-      return Promise.reject(
-        bad(A, `instance types must look like 'm5.large', got ${JSON.stringify(types)}`),
-      );
-    }
-    const paged = types.length === 0;
-    return this.#paginate<sdk.DescribeInstanceTypesResult, InstanceTypeInfo>(
-      A,
-      true,
-      (NextToken) =>
-        new sdk.DescribeInstanceTypesCommand({
-          InstanceTypes: paged ? undefined : types as sdk._InstanceType[],
-          MaxResults: paged ? Math.min(100, this.#pageSize) : undefined,
-          NextToken,
-        }),
-      (o) => (o.InstanceTypes ?? []).map(toInstanceTypeInfo),
-    );
-  }
-
-  /** DescribeInstances (instances of every reservation, flattened). */
-  describeInstances(q: DescribeQuery = {}): Promise<Instance[]> {
-    const A = "DescribeInstances";
-    q.ids?.forEach((id) => checkId(A, "instance id", id));
-    const Filters = toFilters(q);
-    const byId = !!q.ids?.length;
-    return this.#paginate<sdk.DescribeInstancesResult, Instance>(
-      A,
-      true,
-      (NextToken) =>
-        new sdk.DescribeInstancesCommand({
-          InstanceIds: q.ids,
-          Filters,
-          MaxResults: byId ? undefined : this.#pageSize,
-          NextToken,
-        }),
-      (o) => (o.Reservations ?? []).flatMap((r) => (r.Instances ?? []).map(toInstance)),
-    );
-  }
-
-  /** DescribeSubnets by ids, VPC, AZ and tags. */
-  describeSubnets(q: DescribeQuery & { vpcId?: string; az?: string } = {}): Promise<Subnet[]> {
-    const A = "DescribeSubnets";
-    q.ids?.forEach((id) => checkId(A, "subnet id", id));
-    const Filters = toFilters(q, {
-      "vpc-id": q.vpcId ? [q.vpcId] : undefined,
-      "availability-zone": q.az ? [q.az] : undefined,
-    });
-    const byId = !!q.ids?.length;
-    return this.#paginate<sdk.DescribeSubnetsResult, Subnet>(
-      A,
-      true,
-      (NextToken) =>
-        new sdk.DescribeSubnetsCommand({
-          SubnetIds: q.ids,
-          Filters,
-          MaxResults: byId ? undefined : this.#pageSize,
-          NextToken,
-        }),
-      (o) => (o.Subnets ?? []).map(toSubnet),
-    );
-  }
-
-  /**
-   * DescribeNetworkInterfaces by ids, attached instance, subnet, filters and tags. With
-   * `ignoreMissing`, ids EC2 does not know are left out instead of failing the call.
-   */
-  describeNetworkInterfaces(
-    q: DescribeQuery & { instanceId?: string; subnetId?: string; ignoreMissing?: boolean } = {},
-  ): Promise<NetworkInterface[]> {
-    const A = "DescribeNetworkInterfaces";
-    q.ids?.forEach((id) => checkId(A, "ENI id", id));
-    // By id, one unknown id fails the whole call; as a filter, unknown ids are just absent.
-    const asFilter = !!q.ignoreMissing && !!q.ids?.length;
-    const Filters = toFilters(q, {
-      "attachment.instance-id": q.instanceId ? [q.instanceId] : undefined,
-      "subnet-id": q.subnetId ? [q.subnetId] : undefined,
-      "network-interface-id": asFilter ? q.ids : undefined,
-    });
-    const byId = !!q.ids?.length && !asFilter;
-    return this.#paginate<sdk.DescribeNetworkInterfacesResult, NetworkInterface>(
-      A,
-      true,
-      (NextToken) =>
-        new sdk.DescribeNetworkInterfacesCommand({
-          NetworkInterfaceIds: asFilter ? undefined : q.ids,
-          Filters,
-          MaxResults: byId ? undefined : this.#pageSize,
-          NextToken,
-        }),
-      (o) => (o.NetworkInterfaces ?? []).map(toNetworkInterface),
-      asFilter ? undefined : this.#justCreated(q.ids),
-    );
-  }
-
-  /** DescribeVpcs; each VPC with all its associated IPv4 CIDRs. */
-  describeVpcs(q: DescribeQuery = {}): Promise<Vpc[]> {
-    const A = "DescribeVpcs";
-    q.ids?.forEach((id) => checkId(A, "VPC id", id));
-    const Filters = toFilters(q);
-    const byId = !!q.ids?.length;
-    return this.#paginate<sdk.DescribeVpcsResult, Vpc>(
-      A,
-      true,
-      (NextToken) =>
-        new sdk.DescribeVpcsCommand({
-          VpcIds: q.ids,
-          Filters,
-          MaxResults: byId ? undefined : this.#pageSize,
-          NextToken,
-        }),
-      (o) => (o.Vpcs ?? []).map(toVpc),
-    );
-  }
-
-  /** DescribeSecurityGroups by ids, VPC, filters and tags. */
-  describeSecurityGroups(q: DescribeQuery & { vpcId?: string } = {}): Promise<SecurityGroup[]> {
-    const A = "DescribeSecurityGroups";
-    q.ids?.forEach((id) => checkId(A, "security group id", id));
-    const Filters = toFilters(q, { "vpc-id": q.vpcId ? [q.vpcId] : undefined });
-    const byId = !!q.ids?.length;
-    return this.#paginate<sdk.DescribeSecurityGroupsResult, SecurityGroup>(
-      A,
-      true,
-      (NextToken) =>
-        new sdk.DescribeSecurityGroupsCommand({
-          GroupIds: q.ids,
-          Filters,
-          MaxResults: byId ? undefined : this.#pageSize,
-          NextToken,
-        }),
-      (o) => (o.SecurityGroups ?? []).map(toSecurityGroup),
-    );
-  }
-
-  /**
-   * CreateNetworkInterface, tagged at creation. The same `ClientToken` goes with every retry,
-   * so EC2 returns the ENI of an earlier attempt instead of making a second one.
-   */
-  async createNetworkInterface(i: CreateNetworkInterfaceInput): Promise<NetworkInterface> {
-    const A = "CreateNetworkInterface";
-    checkId(A, "subnetId", i?.subnetId);
-    if (!Array.isArray(i.securityGroupIds)) throw bad(A, "securityGroupIds must be an array");
-    i.securityGroupIds.forEach((g) => checkId(A, "security group id", g));
-    for (const k of ["secondaryIpCount", "prefixCount"] as const) {
-      const v = i[k];
-      if (v !== undefined && (!Number.isInteger(v) || v < 0)) throw bad(A, `${k} must be >= 0`);
-    }
-    if (i.clientToken !== undefined && !/^[\x21-\x7e]{1,64}$/.test(i.clientToken)) {
-      throw bad(A, "clientToken must be 1-64 printable ASCII characters");
-    }
-    const ClientToken = i.clientToken ?? crypto.randomUUID();
-    const input: sdk.CreateNetworkInterfaceRequest = {
-      SubnetId: i.subnetId,
-      Groups: i.securityGroupIds.length ? i.securityGroupIds : undefined,
-      Description: i.description,
-      ClientToken,
-      SecondaryPrivateIpAddressCount: i.secondaryIpCount || undefined,
-      Ipv4PrefixCount: i.prefixCount || undefined,
-      TagSpecifications: i.tags && Object.keys(i.tags).length
-        ? [{ ResourceType: "network-interface", Tags: tagList(i.tags) }]
-        : undefined,
-    };
-    const res = await this.#engine.run({
-      action: A,
-      filtered: true,
-      send: (signal) =>
-        this.#send<sdk.CreateNetworkInterfaceResult>(
-          new sdk.CreateNetworkInterfaceCommand(input),
-          signal,
-        ),
-    });
-    if (!res.NetworkInterface) throw bad(A, "EC2 answered without a NetworkInterface");
-    const eni = toNetworkInterface(res.NetworkInterface);
-    this.#created.set(eni.eniId, performance.now());
-    return eni;
-  }
-
-  /**
-   * AttachNetworkInterface; returns the attachment id. When a retry fails because an earlier
-   * attempt already attached the ENI at this index, that attachment is returned.
-   */
-  attachNetworkInterface(
-    i: { eniId: string; instanceId: string; deviceIndex: number; networkCardIndex?: number },
-  ): Promise<string> {
-    const A = "AttachNetworkInterface";
-    checkId(A, "eniId", i?.eniId);
-    checkId(A, "instanceId", i.instanceId);
-    if (!Number.isInteger(i.deviceIndex) || i.deviceIndex < 0) {
-      return Promise.reject(bad(A, `deviceIndex must be an integer >= 0, got ${i.deviceIndex}`));
-    }
-    return this.#engine.run({
-      action: A,
-      filtered: true,
-      retryIf: this.#justCreated([i.eniId]),
-      send: async (signal) => {
-        const r = await this.#send<sdk.AttachNetworkInterfaceResult>(
-          new sdk.AttachNetworkInterfaceCommand({
-            NetworkInterfaceId: i.eniId,
-            InstanceId: i.instanceId,
-            DeviceIndex: i.deviceIndex,
-            NetworkCardIndex: i.networkCardIndex,
-          }),
-          signal,
-        );
-        if (!r.AttachmentId) throw bad(A, "EC2 answered without an AttachmentId");
-        return r.AttachmentId;
-      },
-      recover: async () => {
-        const [eni] = await this.describeNetworkInterfaces({ ids: [i.eniId] }).catch(() => []);
-        const a = eni?.attachment;
-        return a && a.instanceId === i.instanceId && a.deviceIndex === i.deviceIndex
-          ? a.attachmentId
-          : undefined;
-      },
-    });
-  }
-
-  /** DetachNetworkInterface; a retry that finds the attachment gone counts as done. */
-  async detachNetworkInterface(i: { attachmentId: string; force?: boolean }): Promise<void> {
-    const A = "DetachNetworkInterface";
-    checkId(A, "attachmentId", i?.attachmentId);
-    await this.#engine.run({
-      action: A,
-      filtered: true,
-      send: (signal) =>
-        this.#send(
-          new sdk.DetachNetworkInterfaceCommand({ AttachmentId: i.attachmentId, Force: i.force }),
-          signal,
-        ),
-      recover: (e) => Promise.resolve(e.code === "InvalidAttachmentID.NotFound" ? true : undefined),
-    });
-  }
-
-  /** DeleteNetworkInterface; a retry that finds the ENI gone counts as done. */
-  async deleteNetworkInterface(eniId: string): Promise<void> {
-    const A = "DeleteNetworkInterface";
-    checkId(A, "eniId", eniId);
-    await this.#engine.run({
-      action: A,
-      filtered: true,
-      retryIf: this.#justCreated([eniId]),
-      send: (signal) =>
-        this.#send(new sdk.DeleteNetworkInterfaceCommand({ NetworkInterfaceId: eniId }), signal),
-      recover: (e) =>
-        Promise.resolve(e.code === "InvalidNetworkInterfaceID.NotFound" ? true : undefined),
-    });
-    this.#created.delete(eniId);
-  }
-
-  /**
-   * ModifyNetworkInterfaceAttribute. EC2 takes one attribute per request, so each given
-   * attribute is one call. `deleteOnTermination` needs the attachment id; it is looked up
-   * when not given.
-   */
-  async modifyNetworkInterfaceAttribute(i: {
-    eniId: string;
-    deleteOnTermination?: boolean;
-    attachmentId?: string;
-    groups?: string[];
-    sourceDestCheck?: boolean;
-    description?: string;
-  }): Promise<void> {
-    const A = "ModifyNetworkInterfaceAttribute";
-    checkId(A, "eniId", i?.eniId);
-    i.groups?.forEach((g) => checkId(A, "security group id", g));
-    const requests: sdk.ModifyNetworkInterfaceAttributeRequest[] = [];
-    const base = { NetworkInterfaceId: i.eniId };
-    if (i.groups) requests.push({ ...base, Groups: i.groups });
-    if (i.sourceDestCheck !== undefined) {
-      requests.push({ ...base, SourceDestCheck: { Value: i.sourceDestCheck } });
-    }
-    if (i.description !== undefined) {
-      requests.push({ ...base, Description: { Value: i.description } });
-    }
-    if (i.deleteOnTermination !== undefined) {
-      let attachmentId = i.attachmentId;
-      if (!attachmentId) {
-        const [eni] = await this.describeNetworkInterfaces({ ids: [i.eniId] });
-        attachmentId = eni?.attachment?.attachmentId;
-        if (!attachmentId) {
-          throw bad(A, `${i.eniId} is not attached: deleteOnTermination needs an attachment`);
-        }
-      }
-      requests.push({
-        ...base,
-        Attachment: { AttachmentId: attachmentId, DeleteOnTermination: i.deleteOnTermination },
-      });
-    }
-    if (requests.length === 0) throw bad(A, "nothing to modify: give at least one attribute");
-    for (const input of requests) {
-      await this.#engine.run({
-        action: A,
-        filtered: true,
-        retryIf: this.#justCreated([i.eniId]),
-        send: (signal) => this.#send(new sdk.ModifyNetworkInterfaceAttributeCommand(input), signal),
-      });
-    }
-  }
-
-  /** AssignPrivateIpAddresses: `count` IPs, the given `ips`, or `prefixCount` /28 prefixes. */
-  async assignPrivateIpAddresses(i: AssignInput): Promise<AssignedAddresses> {
-    const A = "AssignPrivateIpAddresses";
-    checkId(A, "eniId", i?.eniId);
-    const given = [i.count !== undefined, i.ips !== undefined, i.prefixCount !== undefined]
-      .filter(Boolean).length;
-    if (given !== 1) throw bad(A, "give exactly one of count, ips, prefixCount");
-    for (const k of ["count", "prefixCount"] as const) {
-      const v = i[k];
-      if (v !== undefined && (!Number.isInteger(v) || v < 1)) {
-        throw bad(A, `${k} must be an integer >= 1, got ${v}`);
-      }
-    }
-    if (i.ips && (i.ips.length === 0 || i.ips.some((ip) => !isIpv4(ip)))) {
-      throw bad(A, `ips must be IPv4 addresses, got ${JSON.stringify(i.ips)}`);
-    }
-    const res = await this.#engine.run({
-      action: A,
-      filtered: true,
-      retryIf: this.#justCreated([i.eniId]),
-      send: (signal) =>
-        this.#send<sdk.AssignPrivateIpAddressesResult>(
-          new sdk.AssignPrivateIpAddressesCommand({
-            NetworkInterfaceId: i.eniId,
-            SecondaryPrivateIpAddressCount: i.count,
-            PrivateIpAddresses: i.ips,
-            Ipv4PrefixCount: i.prefixCount,
-            AllowReassignment: i.allowReassignment,
-          }),
-          signal,
-        ),
-    });
-    return {
-      ips: (res.AssignedPrivateIpAddresses ?? []).flatMap((a) =>
-        a.PrivateIpAddress ? [a.PrivateIpAddress] : []
-      ),
-      prefixes: (res.AssignedIpv4Prefixes ?? []).flatMap((p) => p.Ipv4Prefix ? [p.Ipv4Prefix] : []),
-    };
-  }
-
-  /** UnassignPrivateIpAddresses for IPs and/or prefixes (one call each). */
-  async unassignPrivateIpAddresses(
-    i: { eniId: string; ips?: string[]; prefixes?: string[] },
-  ): Promise<void> {
-    const A = "UnassignPrivateIpAddresses";
-    checkId(A, "eniId", i?.eniId);
-    if (!i.ips?.length && !i.prefixes?.length) throw bad(A, "give ips or prefixes to unassign");
-    if (i.ips?.some((ip) => !isIpv4(ip))) {
-      throw bad(A, `ips must be IPv4 addresses, got ${JSON.stringify(i.ips)}`);
-    }
-    if (i.prefixes?.some((p) => !/^\d+\.\d+\.\d+\.\d+\/28$/.test(p) || !isIpv4(p.slice(0, -3)))) {
-      throw bad(A, `prefixes must be IPv4 /28 prefixes, got ${JSON.stringify(i.prefixes)}`);
-    }
-    const inputs: sdk.UnassignPrivateIpAddressesRequest[] = [];
-    if (i.ips?.length) inputs.push({ NetworkInterfaceId: i.eniId, PrivateIpAddresses: i.ips });
-    if (i.prefixes?.length) inputs.push({ NetworkInterfaceId: i.eniId, Ipv4Prefixes: i.prefixes });
-    for (const input of inputs) {
-      await this.#engine.run({
-        action: A,
-        filtered: true,
-        retryIf: this.#justCreated([i.eniId]),
-        send: (signal) => this.#send(new sdk.UnassignPrivateIpAddressesCommand(input), signal),
-      });
-    }
-  }
-
-  /** CreateTags on the given resources. */
-  async createTags(ids: string[], tags: Tags): Promise<void> {
-    const A = "CreateTags";
-    if (!Array.isArray(ids) || ids.length === 0) throw bad(A, "give at least one resource id");
-    ids.forEach((id) => checkId(A, "resource id", id));
-    if (!tags || Object.keys(tags).length === 0) throw bad(A, "give at least one tag");
-    await this.#engine.run({
-      action: A,
-      filtered: true,
-      retryIf: this.#justCreated(ids),
-      send: (signal) =>
-        this.#send(new sdk.CreateTagsCommand({ Resources: ids, Tags: tagList(tags) }), signal),
-    });
+  #send<O>(command: any, signal: AbortSignal): Promise<O> {
+    return this.#sdk.send(command, { abortSignal: signal }) as Promise<O>;
   }
 }

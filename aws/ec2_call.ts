@@ -4,6 +4,10 @@
  * with full-jitter backoff until the attempts or the deadline run out. The SDK's own retry
  * is switched off (`maxAttempts: 1`) so every HTTP request passes through here and is counted.
  *
+ * Also the contract between the client and its actions: {@linkcode Ec2Caller} is what the
+ * action functions (`ec2_describe.ts`, `ec2_eni.ts`) ask of `Ec2Client`, so they build
+ * requests and read answers without knowing the SDK client, the engine or the buckets.
+ *
  * @module
  */
 import { Ec2Error, toEc2Error } from "./ec2_errors.ts";
@@ -169,4 +173,45 @@ export function metricsSnapshot(m: Ec2Metrics): {
     retries: m.retries,
     throttleWaitMs: Math.round(m.throttleWaitMs),
   };
+}
+
+/** One request of an action, as an action function hands it to {@linkcode Ec2Caller.call}. */
+export interface ActionCall<O, T = O> {
+  action: string;
+  /** Builds the SDK command; called again for every attempt. */
+  command: () => unknown;
+  /**
+   * Ids the request names. NotFound on one of them that this client created a moment ago is
+   * EC2's eventual consistency, so it is waited out instead of thrown.
+   */
+  eniIds?: string[];
+  /** Reads the answer within the attempt: what it throws is that attempt's failure. */
+  read?: (o: O) => T;
+  /** As {@linkcode CallSpec.recover}. */
+  recover?: (e: Ec2Error) => Promise<T | undefined>;
+}
+
+/** A Describe over all its pages, as handed to {@linkcode Ec2Caller.pages}. */
+export interface PagedCall<O, R> {
+  action: string;
+  /** Builds the SDK command of the page at `token` (`undefined`: the first page). */
+  command: (token: string | undefined) => unknown;
+  /** The items of one page's answer. */
+  items: (o: O) => R[];
+  /** As {@linkcode ActionCall.eniIds}. */
+  eniIds?: string[];
+}
+
+/** What the action functions ask of the client. */
+export interface Ec2Caller {
+  /** Page size of Describe calls. */
+  readonly pageSize: number;
+  /** Sends one request through throttling, retries and counters; throws {@linkcode Ec2Error}. */
+  call<O, T = O>(c: ActionCall<O, T>): Promise<T>;
+  /** Sends every page of a Describe, each as {@linkcode Ec2Caller.call} would. */
+  pages<O extends { NextToken?: string }, R>(p: PagedCall<O, R>): Promise<R[]>;
+  /** Notes an ENI this client created (see {@linkcode ActionCall.eniIds}). */
+  noteCreated(eniId: string): void;
+  /** Forgets an ENI this client deleted. */
+  forgetCreated(eniId: string): void;
 }

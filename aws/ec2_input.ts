@@ -42,6 +42,17 @@ export interface AssignInput {
   allowReassignment?: boolean;
 }
 
+/** Options of {@linkcode Ec2Client.modifyNetworkInterfaceAttribute}: at least one attribute. */
+export interface ModifyNetworkInterfaceInput {
+  eniId: string;
+  /** Needs the attachment: `attachmentId`, or the one EC2 reports for the ENI. */
+  deleteOnTermination?: boolean;
+  attachmentId?: string;
+  groups?: string[];
+  sourceDestCheck?: boolean;
+  description?: string;
+}
+
 const RESOURCE_ID = /^[a-z]+(-[a-z]+)*-[0-9a-f]{8,17}$/;
 
 /** Throws an InvalidInput {@linkcode Ec2Error} unless `id` looks like an EC2 resource id. */

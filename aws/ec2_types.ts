@@ -1,6 +1,6 @@
 /**
- * Plain objects the EC2 client returns, and their conversion from the SDK's shapes. Only
- * this file and `ec2.ts` know the SDK's shapes; callers see these types.
+ * Plain objects the EC2 client returns, and their conversion from the SDK's shapes. Only the
+ * client's own modules (`aws/ec2*.ts`) know the SDK's shapes; callers see these types.
  *
  * @module
  */
