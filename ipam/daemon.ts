@@ -21,7 +21,7 @@ import { serveUnixApi } from "./api.ts";
 import { LeakedEniCollector, resyncWithEc2, trackMutations } from "./ec2_sync.ts";
 import { IMDS_SETTLE_MS, imdsDisagreements } from "./imds_check.ts";
 import { hostKernelView, type KernelView } from "./kernel_view.ts";
-import { SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cache.ts";
+import { nodeSubnetFromImds, SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cache.ts";
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
 import { collectGarbage } from "./memory.ts";
@@ -129,7 +129,13 @@ async function startLocked(
   const limits = await cloud.instanceLimits(node.instanceType);
   const primary = node.enis.find((e) => e.deviceIndex === 0);
   if (!primary) throw new Error("IMDS shows no primary ENI (device index 0)");
-  const subnets: SubnetInfo[] = await cloud.describeSubnets({ az: node.az });
+  // Pools that use only the node's subnet need nothing from EC2 to start: IMDS names it
+  // (unless an ENI is already attached in another subnet, whose CIDR only EC2 knows).
+  const nodeOnly = cfg.pools.every((p) => p.subnets === "node") &&
+    node.enis.every((e) => e.subnetId === primary.subnetId);
+  const subnets: SubnetInfo[] = nodeOnly
+    ? [nodeSubnetFromImds(primary, node.az)]
+    : await cloud.describeSubnets({ az: node.az });
   // Pools on the primary ENI's groups need no lookup (IMDS named them).
   const groups = cfg.pools.some((p) => p.securityGroups !== "primary")
     ? await cloud.describeSecurityGroups()
@@ -176,7 +182,12 @@ async function startLocked(
   // Subnet free counts steer the choice of a new ENI's subnet. They are refreshed when an
   // ENI is about to be created (if older than a minute) and with each EC2 re-sync, so a
   // node whose pools are steady makes no DescribeSubnets calls.
-  const subnetCache = new SubnetCache(subnets, now, () => cloud.describeSubnets({ az: node.az }));
+  const subnetCache = new SubnetCache(
+    subnets,
+    now,
+    () => cloud.describeSubnets({ az: node.az }),
+    !nodeOnly,
+  );
   const ctx: GrowthContext = {
     cfg,
     cloud,
@@ -194,6 +205,7 @@ async function startLocked(
     subnets,
     fullSubnets: new Map(),
     refreshSubnets: () => subnetCache.refresh(SUBNET_MAX_AGE_MS),
+    ensureSubnetsDescribed: () => subnetCache.ensureDescribed(),
     onGrew: () => {},
     now,
     random: o.random,

@@ -56,6 +56,8 @@ export interface GrowthContext {
   subnets: SubnetInfo[];
   /** Brings `subnets` up to date if it is stale (the daemon's cache; absent in some tests). */
   refreshSubnets?: () => Promise<void>;
+  /** Describes `subnets` if only IMDS has so far (their tags are needed to match a selector). */
+  ensureSubnetsDescribed?: () => Promise<void>;
   /** Subnet id → epoch ms until which it counts as full. */
   fullSubnets: Map<string, number>;
   /** Called whenever addresses were added, so waiting ADDs retry. */

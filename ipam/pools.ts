@@ -20,7 +20,7 @@ import {
   PoolExhausted,
 } from "./growth.ts";
 import { attachmentKey, warmShortfall } from "./node_state.ts";
-import { choosePool } from "./pool_choice.ts";
+import { ANNOTATION_SUBNET_SELECTOR, choosePool } from "./pool_choice.ts";
 import { subnetGateway } from "./subnets.ts";
 import { log } from "./log.ts";
 
@@ -106,6 +106,9 @@ export class PoolManager {
   }
 
   async #add(req: IpamAddRequest): Promise<IpamResponse> {
+    if (req.annotations?.[ANNOTATION_SUBNET_SELECTOR] !== undefined) {
+      await this.ctx.ensureSubnetsDescribed?.();
+    }
     const rt = this.resolvePool(req.annotations);
     if (!("cfg" in rt)) return rt;
     const pool = rt.cfg.name;

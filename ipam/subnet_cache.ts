@@ -10,20 +10,51 @@ import { log } from "./log.ts";
 /** How old the free-address counts may be when a new ENI's subnet is chosen. */
 export const SUBNET_MAX_AGE_MS = 60_000;
 
+/**
+ * Free addresses assumed for a subnet known only from IMDS: enough for any ENI's batch. If the
+ * subnet is fuller than that, EC2 refuses the create, the subnet is marked full, and the next
+ * refresh brings the real count.
+ */
+export const UNKNOWN_FREE_IPS = 4096;
+
+/** The node's subnet as IMDS shows it, for pools that use only that one: no EC2 call. */
+export function nodeSubnetFromImds(
+  primary: { subnetId: string; subnetCidr: string },
+  az: string,
+): SubnetInfo {
+  return {
+    id: primary.subnetId,
+    cidr: primary.subnetCidr,
+    az,
+    availableIps: UNKNOWN_FREE_IPS,
+    tags: {},
+  };
+}
+
 /** Keeps one array of subnets current in place (growth holds a reference to it). */
 export class SubnetCache {
   #at: number;
   #inFlight?: Promise<void>;
+  #described: boolean;
 
   /**
-   * Wraps `subnets` (just described, so fresh at `now()`); `describe` fetches them again.
+   * Wraps `subnets`, fresh at `now()`: described by EC2, or (`described` false) built from
+   * IMDS, whose tags and free counts are unknown until the first refresh. `describe` fetches
+   * them from EC2.
    */
   constructor(
     readonly subnets: SubnetInfo[],
     readonly now: () => number,
     readonly describe: () => Promise<SubnetInfo[]>,
+    described = true,
   ) {
     this.#at = now();
+    this.#described = described;
+  }
+
+  /** Describes the subnets now if EC2 has not described them yet (their tags are needed). */
+  ensureDescribed(): Promise<void> {
+    return this.#described ? Promise.resolve() : this.refresh(0);
   }
 
   /**
@@ -38,6 +69,7 @@ export class SubnetCache {
         const fresh = await this.describe();
         this.subnets.splice(0, this.subnets.length, ...fresh);
         this.#at = this.now();
+        this.#described = true;
       } catch (e) {
         log.warn("could not refresh subnets, keeping the last answer: {error}", {
           error: String(e),

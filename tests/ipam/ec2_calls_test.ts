@@ -19,7 +19,7 @@ interface PoolView {
   enis: number;
 }
 
-Deno.test("ec2 calls: start-up costs 4, a new ENI 3 (create + attach + modify), a release 2; no polling", async () => {
+Deno.test("ec2 calls: start-up costs 3, a new ENI 3 (create + attach + modify), a release 2; no polling", async () => {
   const stack = await startStack(standardScenario(), {
     pools: [{ name: "default", warmEnis: 1, ipCooldownSeconds: 0 }],
     imdsCheckSeconds: 3600,
@@ -30,11 +30,11 @@ Deno.test("ec2 calls: start-up costs 4, a new ENI 3 (create + attach + modify), 
     const pool = async () => (await stack.introspect<PoolView[]>("/v1/pools"))[0];
     // m5.xlarge: 15 addresses per ENI. The primary ENI's 14 are the first warm ENI's worth.
     assert.ok(await eventually(async () => (await pool()).free >= 14, 15_000));
-    // Start-up on a cold node: the instance type's limits, the subnets, one describe of what
-    // is attached here, and one assign that fills the primary ENI.
+    // Start-up on a cold node: the instance type's limits, one describe of what is attached
+    // here, and one assign that fills the primary ENI. A pool on the node's subnet takes it
+    // from IMDS.
     assert.deepEqual(Object.fromEntries(stack.sim.stats.ec2), {
       DescribeInstanceTypes: 1,
-      DescribeSubnets: 1,
       DescribeNetworkInterfaces: 1,
       AssignPrivateIpAddresses: 1,
     });
@@ -71,6 +71,15 @@ Deno.test("ec2 calls: start-up costs 4, a new ENI 3 (create + attach + modify), 
       ) => (n as number) > 0),
     );
     assert.deepEqual(released, { DetachNetworkInterface: 1, DeleteNetworkInterface: 1 });
+
+    // A pod that picks its pool by subnet tags needs them: the subnets are described once.
+    const tagged = await stack.call(addReq("by-tag", { "vpcni.io/subnet-selector": "zone=node" }));
+    assert.ok(tagged.ok, JSON.stringify(tagged));
+    assert.equal(stack.sim.stats.ec2.get("DescribeSubnets"), 1);
+    assert.ok(
+      (await stack.call(addReq("by-tag-2", { "vpcni.io/subnet-selector": "zone=node" }))).ok,
+    );
+    assert.equal(stack.sim.stats.ec2.get("DescribeSubnets"), 1);
   } finally {
     await stack.close();
   }
