@@ -133,6 +133,16 @@ export interface CreateEniParams {
   clientToken?: string;
 }
 
+/** Parameters of `SimState.modifyNetworkInterfaceAttribute` (EC2 takes one per call). */
+export interface ModifyEniParams {
+  groups?: string[];
+  description?: string;
+  sourceDestCheck?: boolean;
+  /** Names the attachment whose `deleteOnTermination` is set. */
+  attachmentId?: string;
+  deleteOnTermination?: boolean;
+}
+
 /** Parameters of `SimState.assignPrivateIps`. */
 export interface AssignParams {
   count?: number;
