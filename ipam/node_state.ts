@@ -216,7 +216,7 @@ export function warmShortfall(
   const wantTotal = Math.max(p.minimumIps, s.used + s.cooling + wantFree);
   const shortfall = Math.max(0, wantTotal - s.total);
   // Hysteresis: growth asks for a whole warm batch, so only what lies beyond one more batch
-  // counts as surplus. ENI-sized pools give back whole idle ENIs only (see PoolManager), so
+  // counts as surplus. ENI-sized pools give back whole idle ENIs only (see ipam/pool_shrink.ts), so
   // they need no band here.
   const band = p.warmEnis > 0 ? 0 : p.warmIps;
   const surplus = Math.max(0, s.total - wantTotal - band);

@@ -1,8 +1,8 @@
 /**
  * The pool manager: serves ADD/DEL/CHECK/GC/STATUS from the node state, grows pools
  * single-flight when an ADD finds nothing free, and runs the warm loop (targets, hysteresis
- * on release, cooldown expiry). The leaked-ENI collector and the re-syncs are in
- * ipam/ec2_sync.ts and ipam/imds_check.ts.
+ * on release, cooldown expiry). Giving the surplus back to EC2 is in ipam/pool_shrink.ts; the
+ * leaked-ENI collector and the re-syncs are in ipam/ec2_sync.ts and ipam/imds_check.ts.
  *
  * @module
  */
@@ -10,7 +10,7 @@ import type { IpamAddRequest, IpamResponse, PodAllocation } from "../cni/ipam_pr
 import { cloudErrorCode } from "./cloud.ts";
 import { defaultPoolName, type PoolConfig, type SubnetChoice, subnetChoice } from "./config.ts";
 import type { AllocationRecord } from "./checkpoint.ts";
-import { addEni, deleteDetached } from "./eni_lifecycle.ts";
+import { addEni } from "./eni_lifecycle.ts";
 import {
   assignToExisting,
   candidateSubnets,
@@ -21,6 +21,7 @@ import {
 } from "./growth.ts";
 import { attachmentKey, warmShortfall } from "./node_state.ts";
 import { ANNOTATION_SUBNET_SELECTOR, choosePool } from "./pool_choice.ts";
+import { releaseSurplus } from "./pool_shrink.ts";
 import { subnetGateway } from "./subnets.ts";
 import { log } from "./log.ts";
 
@@ -363,6 +364,14 @@ export class PoolManager {
     rt.exhausted = undefined;
   }
 
+  /** After the warm loop released an ENI of `rt`, whose slot any pool may take again. */
+  #eniReleased(rt: PoolRuntime) {
+    this.#clearExhausted(rt);
+    for (const other of this.pools.values()) {
+      if (other.exhausted?.reason === "eni_limit") this.#clearExhausted(other);
+    }
+  }
+
   #kickWarm(rt: PoolRuntime) {
     const { shortfall } = this.shortfallOf(rt);
     if (shortfall > 0 && !rt.growing && !rt.exhausted && this.ctx.now() >= rt.nextGrowAt) {
@@ -384,7 +393,7 @@ export class PoolManager {
       if (surplus > 0 && !rt.growing) {
         rt.surplusSince ??= now;
         if (now - rt.surplusSince >= this.ctx.cfg.releaseDelaySeconds * 1000) {
-          await this.#shrink(rt, surplus).catch((e) =>
+          await releaseSurplus(this.ctx, rt.cfg, surplus, () => this.#eniReleased(rt)).catch((e) =>
             log.warn("pool {pool} failed to release surplus: {error}", {
               pool: rt.cfg.name,
               error: String(e),
@@ -398,58 +407,6 @@ export class PoolManager {
     }
   }
 
-  async #shrink(rt: PoolRuntime, surplus: number): Promise<void> {
-    const { state, cloud, metrics } = this.ctx;
-    const now = this.ctx.now();
-    const pool = rt.cfg.name;
-    // Whole ENIs first, highest device index first: no pod, nothing cooling.
-    for (const eni of state.poolEnis(pool).reverse()) {
-      if (eni.primary || !eni.attachmentId) continue;
-      const idle = [...eni.ips].every((ip) => state.isFree(ip, now));
-      if (!idle || eni.ips.size > surplus) continue;
-      state.enis.delete(eni.id); // synchronously: no ADD can take its addresses now
-      surplus -= eni.ips.size;
-      log.info("releasing idle ENI {eniId} of pool {pool}", { eniId: eni.id, pool });
-      await cloud.detachEni(eni.attachmentId);
-      await deleteDetached(this.ctx, eni);
-      metrics.enisDeleted.inc({ reason: "surplus" });
-      this.#clearExhausted(rt);
-      for (const other of this.pools.values()) {
-        if (other.exhausted?.reason === "eni_limit") this.#clearExhausted(other);
-      }
-    }
-    // A pool sized in ENIs keeps the addresses of the ENIs it keeps (as the AWS VPC CNI's
-    // WARM_ENI_TARGET does): giving single addresses back only to assign them again is churn.
-    if (surplus <= 0 || (rt.cfg.warmEnis > 0 && rt.cfg.warmIps === 0)) return;
-    for (const eni of state.poolEnis(pool).reverse()) {
-      if (surplus <= 0) break;
-      if (rt.cfg.prefixDelegation) {
-        for (const prefix of [...eni.prefixes]) {
-          const addrs = eni.ips.size ? [...eni.ips].filter((ip) => ipInPrefix(ip, prefix)) : [];
-          if (addrs.length > surplus || !addrs.every((ip) => state.isFree(ip, now))) continue;
-          for (const ip of addrs) eni.ips.delete(ip);
-          eni.prefixes = eni.prefixes.filter((p) => p !== prefix);
-          surplus -= addrs.length;
-          await cloud.unassignPrefixes({ eniId: eni.id, prefixes: [prefix] });
-          metrics.ipsUnassigned.inc({ pool }, addrs.length);
-        }
-        continue;
-      }
-      const spare = [...eni.ips].filter((ip) => state.isFree(ip, now)).slice(0, surplus);
-      if (spare.length === 0) continue;
-      for (const ip of spare) eni.ips.delete(ip);
-      surplus -= spare.length;
-      try {
-        await cloud.unassignIps({ eniId: eni.id, ips: spare });
-        eni.full = false;
-        metrics.ipsUnassigned.inc({ pool }, spare.length);
-      } catch (e) {
-        for (const ip of spare) eni.ips.add(ip); // still assigned: keep using them
-        throw e;
-      }
-    }
-  }
-
   /** STATUS of a pool. */
   status(poolName?: string): IpamResponse {
     const rt = this.pools.get(poolName ?? defaultPoolName(this.ctx.cfg));
@@ -458,12 +415,4 @@ export class PoolManager {
     const canGrow = !rt.exhausted && candidateSubnets(this.ctx, rt.choice).length > 0;
     return { ok: true, pool: rt.cfg.name, available: s.free, canGrow };
   }
-}
-
-function ipInPrefix(ip: string, prefix: string): boolean {
-  const [base] = prefix.split("/");
-  const a = ip.split(".");
-  const b = base.split(".");
-  return a[0] === b[0] && a[1] === b[1] && a[2] === b[2] &&
-    (Number(a[3]) & 0xf0) === (Number(b[3]) & 0xf0);
 }

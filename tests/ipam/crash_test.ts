@@ -167,7 +167,10 @@ Deno.test("crash: kill -9 during 100 concurrent ADD/DEL, restart, 20 times", asy
     }
     // No tagged ENI of ours is left detached (the collector runs with grace 0).
     assert.ok(await eventually(() => simDetachedOurs(sim).length === 0, 10_000), "no leaked ENI");
-    assert.ok(podsAdded > ROUNDS * 10, `only ${podsAdded} ADDs completed in ${ROUNDS} rounds`);
+    // Enough traffic for the kills to have landed mid-ADD. With the 600 s cooldown each of the
+    // node's 232 addresses is handed out once, and ADDs whose answers a kill lost never count,
+    // so the bar stays well below that ceiling (a bar of 200 failed about once in 50 runs).
+    assert.ok(podsAdded > ROUNDS * 5, `only ${podsAdded} ADDs completed in ${ROUNDS} rounds`);
     assert.equal(await daemon.stop(), 0);
   } finally {
     await daemon?.kill9();
