@@ -9,7 +9,7 @@ import type { CloudApi, EniDescription } from "./cloud.ts";
 import type { GrowthContext } from "./growth.ts";
 import { TAG_CLUSTER, TAG_CREATED, TAG_INSTANCE, TAG_POOL } from "./growth.ts";
 import { defaultPoolName } from "./config.ts";
-import { prefixAddresses } from "./subnets.ts";
+import { podAddresses } from "./subnets.ts";
 import { log } from "./log.ts";
 
 const MUTATING = new Set<keyof CloudApi>([
@@ -64,9 +64,7 @@ export function trackMutations(cloud: CloudApi, now: () => number = Date.now): T
 }
 
 function ipsOf(d: EniDescription): Set<string> {
-  const ips = new Set(d.privateIps.slice(1));
-  for (const p of d.prefixes) for (const ip of prefixAddresses(p)) ips.add(ip);
-  return ips;
+  return podAddresses(d.privateIps.slice(1), d.prefixes);
 }
 
 /** The last tag query of a re-sync that no mutation overlapped; the collector reuses it. */

@@ -21,7 +21,7 @@ import {
   TAG_POOL,
 } from "./growth.ts";
 import type { ManagedEni } from "./node_state.ts";
-import { pickSubnet, prefixAddresses } from "./subnets.ts";
+import { pickSubnet, podAddresses } from "./subnets.ts";
 import { log } from "./log.ts";
 
 /** Drops one in-flight creation's hold on a subnet (see `GrowthContext.reservedSubnets`). */
@@ -176,10 +176,7 @@ async function attachAndFill(
     primaryIp: created.privateIps[0] ?? "",
     attachmentId,
     // Addresses assigned by the create call are usable now that the ENI is attached.
-    ips: new Set([
-      ...created.privateIps.slice(1),
-      ...created.prefixes.flatMap((p) => prefixAddresses(p)),
-    ]),
+    ips: podAddresses(created.privateIps.slice(1), created.prefixes),
     prefixes: [...created.prefixes],
   };
   ctx.state.enis.set(eni.id, eni);

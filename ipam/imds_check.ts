@@ -8,7 +8,7 @@
  */
 import type { GrowthContext } from "./growth.ts";
 import type { TrackedCloud } from "./ec2_sync.ts";
-import { prefixAddresses } from "./subnets.ts";
+import { podAddresses } from "./subnets.ts";
 
 /**
  * How long after a mutating EC2 call IMDS may still show the old state. AWS updates the
@@ -42,8 +42,7 @@ export async function imdsDisagreements(
       found.push(`${eni.id} is managed here but not attached`);
       continue;
     }
-    const truth = new Set(seen.localIpv4s.slice(1));
-    for (const p of seen.ipv4Prefixes) for (const ip of prefixAddresses(p)) truth.add(ip);
+    const truth = podAddresses(seen.localIpv4s.slice(1), seen.ipv4Prefixes);
     const missing = [...eni.ips].filter((ip) => !truth.has(ip));
     const extra = [...truth].filter((ip) => !eni.ips.has(ip));
     if (missing.length) found.push(`${eni.id} lacks ${summarise(missing)}`);

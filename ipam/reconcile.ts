@@ -17,7 +17,7 @@ import type { DaemonConfig, SubnetChoice } from "./config.ts";
 import { defaultPoolName, subnetChoice } from "./config.ts";
 import { attachmentKey, type ManagedEni, NodeState } from "./node_state.ts";
 import { TAG_CLUSTER, TAG_INSTANCE, TAG_POOL } from "./growth.ts";
-import { matchSubnets, prefixAddresses } from "./subnets.ts";
+import { matchSubnets, podAddresses } from "./subnets.ts";
 import type { SubnetInfo } from "./cloud.ts";
 import { log } from "./log.ts";
 import type { KernelView } from "./kernel_view.ts";
@@ -152,8 +152,7 @@ function managedEni(
   primary: boolean,
   subnets: SubnetInfo[],
 ): ManagedEni {
-  const ips = new Set<string>(d.privateIps.slice(1));
-  for (const p of d.prefixes) for (const ip of prefixAddresses(p)) ips.add(ip);
+  const ips = podAddresses(d.privateIps.slice(1), d.prefixes);
   return {
     id: d.id,
     mac: d.mac.toLowerCase(),

@@ -65,3 +65,10 @@ export function prefixAddresses(prefix: string): string[] {
   const c = parseIpv4Cidr(prefix);
   return c ? cidrAddresses(c).map(formatIpv4) : [];
 }
+
+/** Addresses pods may get from an ENI: its secondary IPs and every address of its prefixes. */
+export function podAddresses(secondaryIps: string[], prefixes: string[]): Set<string> {
+  const ips = new Set(secondaryIps);
+  for (const p of prefixes) for (const ip of prefixAddresses(p)) ips.add(ip);
+  return ips;
+}

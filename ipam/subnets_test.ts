@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { matchSubnets, pickSubnet, prefixAddresses, subnetGateway } from "./subnets.ts";
+import {
+  matchSubnets,
+  pickSubnet,
+  podAddresses,
+  prefixAddresses,
+  subnetGateway,
+} from "./subnets.ts";
 import { parseSelector } from "./selector.ts";
 import type { SubnetInfo } from "./cloud.ts";
 
@@ -74,4 +80,11 @@ Deno.test("subnets: gateway and prefix arithmetic", () => {
   assert.equal(p.length, 16);
   assert.equal(p[0], "10.0.1.32");
   assert.equal(p[15], "10.0.1.47");
+});
+
+Deno.test("podAddresses: the secondary IPs and every address of each /28", () => {
+  const ips = podAddresses(["10.0.0.5", "10.0.0.6"], ["10.0.1.16/28"]);
+  assert.equal(ips.size, 18);
+  assert.ok(ips.has("10.0.0.6") && ips.has("10.0.1.16") && ips.has("10.0.1.31"));
+  assert.ok(!ips.has("10.0.1.32"));
 });
