@@ -64,7 +64,9 @@ function parseFlags(f: DemoFlags): { pods: number; datapath: string } {
 export async function runDemo(f: DemoFlags): Promise<DemoReport> {
   const { pods: podCount, datapath: wanted } = parseFlags(f);
   if (Deno.uid() !== 0) {
-    throw new DemoError("the demo creates network namespaces: run it as root (sudo)");
+    throw new DemoError(
+      "the demo creates network namespaces: run it as root (a root shell, or sudo)",
+    );
   }
   const say = f.json ? (s: string) => console.error(s) : (s: string) => console.log(s);
   const step = (n: number, s: string) => say(`[${n}/6] ${s}`);

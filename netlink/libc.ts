@@ -128,6 +128,10 @@ export const O_CLOEXEC = 0o2000000;
 export const CLONE_NEWNET = 0x40000000;
 /** mount(2) flag: bind mount. */
 export const MS_BIND = 4096;
+/** mount(2) flag: apply to the whole subtree. */
+export const MS_REC = 16384;
+/** mount(2) flag: make the mount's propagation shared. */
+export const MS_SHARED = 1 << 20;
 /** umount2(2) flag: lazy detach. */
 export const MNT_DETACH = 2;
 /** Interrupted system call. */

@@ -13,6 +13,8 @@ import {
   libc,
   MNT_DETACH,
   MS_BIND,
+  MS_REC,
+  MS_SHARED,
   O_CLOEXEC,
   O_RDONLY,
 } from "./libc.ts";
@@ -29,13 +31,34 @@ function checkName(name: string): void {
 }
 
 /**
+ * Makes the run directory a shared mount point of its own, as iproute2 does before its first
+ * `netns add`. A netns mounted while the directory is still a plain directory lies under a
+ * later self-bind (iproute2's, on its first run), where no path reaches it: its file can
+ * then never be unlinked ("Device or resource busy"). Doing the self-bind first keeps every
+ * name reachable, whichever tool runs first.
+ */
+function ensureRunDirMount(): void {
+  Deno.mkdirSync(NETNS_RUN_DIR, { recursive: true, mode: 0o755 });
+  const l = libc();
+  const dir = cString(NETNS_RUN_DIR);
+  const none = cString("none");
+  if (l.mount(none, dir, none, BigInt(MS_SHARED | MS_REC), null) === 0) return;
+  if (l.mount(dir, dir, none, BigInt(MS_BIND | MS_REC), null) !== 0) {
+    throw lastError("mount", `${NETNS_RUN_DIR} (bind onto itself)`);
+  }
+  if (l.mount(none, dir, none, BigInt(MS_SHARED | MS_REC), null) !== 0) {
+    throw lastError("mount", `${NETNS_RUN_DIR} (make shared)`);
+  }
+}
+
+/**
  * Creates the named netns `name` and returns its path. Fails with an ExistsError when the
  * name is taken. The calling thread always ends in the netns it started in.
  */
 export function createNamedNetns(name: string): string {
   checkName(name);
   const path = `${NETNS_RUN_DIR}/${name}`;
-  Deno.mkdirSync(NETNS_RUN_DIR, { recursive: true });
+  ensureRunDirMount();
   try {
     Deno.writeFileSync(path, new Uint8Array(), { createNew: true, mode: 0o444 });
   } catch (e) {
@@ -88,8 +111,10 @@ export function createNamedNetns(name: string): string {
 export function deleteNamedNetns(name: string): void {
   checkName(name);
   const path = `${NETNS_RUN_DIR}/${name}`;
-  // EINVAL (not a mount point) and ENOENT are both "already gone" here.
-  libc().umount2(cString(path), MNT_DETACH);
+  // EINVAL (not a mount point) and ENOENT are both "already gone" here. A name bound twice
+  // (another tool mounted over it) has one mount per bind: take them all.
+  const target = cString(path);
+  for (let i = 0; i < 16 && libc().umount2(target, MNT_DETACH) === 0; i++) { /* next layer */ }
   try {
     Deno.removeSync(path);
   } catch (e) {

@@ -1,5 +1,5 @@
 /**
- * The pod datapaths: `veth`, `ipvlan-l2` and `ipvlan-l3s` (shared/DESIGN.md, "The
+ * The pod datapaths: `veth`, `ipvlan-l2` and `ipvlan-l3s` (README.md, "The
  * datapaths"). The CNI plugin calls {@linkcode attachPod} on ADD, {@linkcode detachPod} on
  * DEL and {@linkcode checkPod} on CHECK. All synchronous (netlink over blocking FFI); no npm
  * imports.

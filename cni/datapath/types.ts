@@ -9,7 +9,7 @@ import type { EniInfo } from "../ipam_protocol.ts";
 
 export type { EniInfo };
 
-/** Which datapath wires the pod: see shared/DESIGN.md, "The datapaths". */
+/** Which datapath wires the pod: see README.md, "Datapaths". */
 export type DatapathKind = "ipvlan-l2" | "ipvlan-l3s" | "veth";
 
 /** Every datapath kind, for config validation. */

@@ -1,5 +1,5 @@
 /**
- * `doctor maxpods` for every instance type in shared/data/instance-limits.tsv, against the
+ * `doctor maxpods` for every instance type in aws/data/instance-limits.tsv, against the
  * arithmetic done here from the TSV's own columns (not from the embedded table the code
  * uses), with each flag combination. A few rows also go through the real CLI to check that
  * stdout holds the number alone.
@@ -11,7 +11,7 @@ import { maxPodsAnswer } from "../../doctor/limits.ts";
 import { run } from "../helpers/sh.ts";
 
 const repo = new URL("../..", import.meta.url).pathname;
-const TSV = new URL("../../../shared/data/instance-limits.tsv", import.meta.url).pathname;
+const TSV = new URL("../../aws/data/instance-limits.tsv", import.meta.url).pathname;
 
 interface Row {
   type: string;
@@ -25,8 +25,7 @@ function readTsv(): Row[] {
     text = Deno.readTextFileSync(TSV);
   } catch (e) {
     throw new Error(
-      `instance limits TSV missing at ${TSV} (expected shared/data/instance-limits.tsv next to ` +
-        `the repo, at ../shared/data from its root): ${(e as Error).message}`,
+      `instance limits TSV missing at ${TSV} (it ships in the repository): ${(e as Error).message}`,
     );
   }
   const rows = text.split("\n").filter((l) => l.trim() !== "" && !l.startsWith("#")).map((l) => {
