@@ -3,7 +3,7 @@
 
 /**
  * Instance limits embedded as a fallback for when DescribeInstanceTypes cannot be reached.
- * Regenerate with `deno run -A tools/gen_limits_table.ts <instance-limits.tsv>`.
+ * Regenerate with `deno run -A tools/gen_limits_table.ts aws/data/instance-limits.tsv`.
  *
  * @module
  */

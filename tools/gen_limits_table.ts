@@ -104,7 +104,7 @@ export function renderLimitsTable(rows: LimitsRow[], sourceName: string): string
 
 /**
  * Instance limits embedded as a fallback for when DescribeInstanceTypes cannot be reached.
- * Regenerate with \`deno run -A tools/gen_limits_table.ts <instance-limits.tsv>\`.
+ * Regenerate with \`deno run -A tools/gen_limits_table.ts aws/data/instance-limits.tsv\`.
  *
  * @module
  */

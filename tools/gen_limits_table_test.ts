@@ -34,3 +34,17 @@ Deno.test("gen_limits_table: bad rows name the line and the field", () => {
   );
   assert.throws(() => parseLimitsTsv("# only a header\n", "e.tsv"), /e.tsv: no instance types/);
 });
+
+Deno.test("gen_limits_table: the embedded table is the one aws/data/instance-limits.tsv makes", async () => {
+  const tsv = new URL("../aws/data/instance-limits.tsv", import.meta.url);
+  const embedded = new URL("../aws/limits_table.ts", import.meta.url);
+  const rendered = renderLimitsTable(
+    parseLimitsTsv(await Deno.readTextFile(tsv), "instance-limits.tsv"),
+    "instance-limits.tsv",
+  );
+  assert.equal(
+    await Deno.readTextFile(embedded),
+    rendered,
+    "aws/limits_table.ts is stale: run deno run -A tools/gen_limits_table.ts aws/data/instance-limits.tsv",
+  );
+});
