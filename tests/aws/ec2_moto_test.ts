@@ -5,6 +5,7 @@
 import * as sdk from "@aws-sdk/client-ec2";
 import { type PeerProcess, startMoto } from "../helpers/aws_peers.ts";
 import { ec2FilterSuite } from "./ec2_filter_suite.ts";
+import { ec2ParitySuite } from "./ec2_parity_suite.ts";
 import { ec2FailureTests, ec2Suite, type Ec2Target, type Quirk } from "./ec2_suite.ts";
 import type { FilteredAction } from "../../aws/ec2.ts";
 
@@ -157,5 +158,6 @@ async function motoTarget(): Promise<Ec2Target> {
 
 ec2Suite("moto", motoTarget);
 ec2FilterSuite("moto", motoTarget);
+ec2ParitySuite("moto", motoTarget);
 
 ec2FailureTests();

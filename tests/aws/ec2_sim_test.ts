@@ -9,6 +9,7 @@ import { type SimServer, startSim } from "../../aws/sim/mod.ts";
 import { REGION, SUITE_SCENARIO, SUITE_WORLD } from "./sim_world.ts";
 import { ec2Suite, type Ec2Target, type Quirk } from "./ec2_suite.ts";
 import { ec2FilterSuite } from "./ec2_filter_suite.ts";
+import { ec2ParitySuite } from "./ec2_parity_suite.ts";
 
 /** Where the simulator is known to differ from EC2 (each asserted by the suite). */
 const SIM_QUIRKS: Quirk[] = ["noVcpuInfo"];
@@ -40,6 +41,7 @@ async function simTarget(): Promise<Ec2Target> {
 
 ec2Suite("sim", simTarget);
 ec2FilterSuite("sim", simTarget);
+ec2ParitySuite("sim", simTarget);
 
 // Faults only the simulator can cause: eventual consistency and server-side token buckets.
 
