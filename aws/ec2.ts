@@ -44,7 +44,8 @@ import type {
 import { resolveRetry, type RetryPolicy } from "./retry.ts";
 import { ActionLimiter, type BucketConfig } from "./throttle.ts";
 
-export { Ec2Error } from "./ec2_errors.ts";
+export { Ec2Error, Ec2FilterError } from "./ec2_errors.ts";
+export { FILTER_NAMES, type FilteredAction } from "./ec2_filter_names.ts";
 export type {
   AssignInput,
   CreateNetworkInterfaceInput,

@@ -7,7 +7,15 @@
  */
 import * as sdk from "@aws-sdk/client-ec2";
 import type { Ec2Caller } from "./ec2_call.ts";
-import { bad, checkId, type DescribeQuery, toFilters } from "./ec2_input.ts";
+import type { FilteredAction } from "./ec2_filter_names.ts";
+import {
+  bad,
+  checkId,
+  checkQueryFields,
+  type DescribeQuery,
+  type FieldFilter,
+  toFilters,
+} from "./ec2_input.ts";
 import {
   type Instance,
   type InstanceTypeInfo,
@@ -70,10 +78,10 @@ export function describeSubnets(
   return describeByQuery(calls, q, {
     action: "DescribeSubnets",
     idName: "subnet id",
-    filters: () => ({
-      "vpc-id": q.vpcId ? [q.vpcId] : undefined,
-      "availability-zone": q.az ? [q.az] : undefined,
-    }),
+    fields: {
+      vpcId: { filter: "vpc-id", field: "vpcId", values: one(q.vpcId) },
+      az: { filter: "availability-zone", field: "az", values: one(q.az) },
+    },
     command: (SubnetIds, page) => new sdk.DescribeSubnetsCommand({ SubnetIds, ...page }),
     items: (o: sdk.DescribeSubnetsResult) => (o.Subnets ?? []).map(toSubnet),
   });
@@ -83,21 +91,22 @@ export function describeSubnets(
  * DescribeNetworkInterfaces by ids, attached instance, subnet, filters and tags. With
  * `ignoreMissing`, ids EC2 does not know are left out instead of failing the call.
  */
-export function describeNetworkInterfaces(
+export async function describeNetworkInterfaces(
   calls: Ec2Caller,
   q: DescribeQuery & { instanceId?: string; subnetId?: string; ignoreMissing?: boolean },
 ): Promise<NetworkInterface[]> {
   const A = "DescribeNetworkInterfaces";
+  checkQueryFields(A, q, ["instanceId", "subnetId", "ignoreMissing"]);
   q.ids?.forEach((id) => checkId(A, "ENI id", id));
   // By id, one unknown id fails the whole call; as a filter, unknown ids are just absent.
   const asFilter = !!q.ignoreMissing && !!q.ids?.length;
-  const filters = toFilters(q, {
-    "attachment.instance-id": q.instanceId ? [q.instanceId] : undefined,
-    "subnet-id": q.subnetId ? [q.subnetId] : undefined,
-    "network-interface-id": asFilter ? q.ids : undefined,
-  });
+  const filters = toFilters(A, q, [
+    { filter: "attachment.instance-id", field: "instanceId", values: one(q.instanceId) },
+    { filter: "subnet-id", field: "subnetId", values: one(q.subnetId) },
+    { filter: "network-interface-id", field: "ids", values: asFilter ? q.ids : undefined },
+  ]);
   const ids = asFilter ? undefined : q.ids;
-  return describePages(calls, A, ids, filters, {
+  return await describePages(calls, A, ids, filters, {
     command: (NetworkInterfaceIds, page) =>
       new sdk.DescribeNetworkInterfacesCommand({ NetworkInterfaceIds, ...page }),
     items: (o: sdk.DescribeNetworkInterfacesResult) =>
@@ -124,7 +133,7 @@ export function describeSecurityGroups(
   return describeByQuery(calls, q, {
     action: "DescribeSecurityGroups",
     idName: "security group id",
-    filters: () => ({ "vpc-id": q.vpcId ? [q.vpcId] : undefined }),
+    fields: { vpcId: { filter: "vpc-id", field: "vpcId", values: one(q.vpcId) } },
     command: (GroupIds, page) => new sdk.DescribeSecurityGroupsCommand({ GroupIds, ...page }),
     items: (o: sdk.DescribeSecurityGroupsResult) => (o.SecurityGroups ?? []).map(toSecurityGroup),
   });
@@ -146,22 +155,31 @@ interface PageRequest<O, R> {
   eniIds?: string[];
 }
 
+/** A one-value filter for a query field, or undefined when the field is not given. */
+function one(v: string | undefined): string[] | undefined {
+  return v === undefined ? undefined : [v];
+}
+
 /**
- * A Describe whose query is just ids, filters and tags (plus `filters()`, the filters the
- * action's own query fields stand for). The ids are checked first, before anything else.
+ * A Describe whose query is just ids, filters and tags (plus `fields`, the action's own query
+ * fields and the filters they stand for). The query's fields and ids are checked first; a bad
+ * one rejects the promise, it never throws.
  */
-function describeByQuery<O extends { NextToken?: string }, R>(
+async function describeByQuery<O extends { NextToken?: string }, R>(
   calls: Ec2Caller,
   q: DescribeQuery,
   d: PageRequest<O, R> & {
-    action: string;
+    action: FilteredAction;
     /** What the action's ids are called in an InvalidInput message. */
     idName: string;
-    filters?: () => Record<string, string[] | undefined>;
+    /** The action's own query fields, by name. */
+    fields?: Record<string, FieldFilter>;
   },
 ): Promise<R[]> {
+  checkQueryFields(d.action, q, Object.keys(d.fields ?? {}));
   q.ids?.forEach((id) => checkId(d.action, d.idName, id));
-  return describePages(calls, d.action, q.ids, toFilters(q, d.filters?.()), d);
+  const filters = toFilters(d.action, q, Object.values(d.fields ?? {}));
+  return await describePages(calls, d.action, q.ids, filters, d);
 }
 
 /**

@@ -46,6 +46,23 @@ export class Ec2Error extends Error {
   }
 }
 
+/**
+ * A filter the client cannot send: a name the action does not take, a value that is not a
+ * non-empty list of strings, or the same filter given twice. Refused before any request, so a
+ * filter is never dropped on the way to EC2. `code` is `InvalidFilter`.
+ */
+export class Ec2FilterError extends Ec2Error {
+  /** The filter's name as the caller gave it (`subnet-id`, `tag:zone`, …). */
+  readonly filter: string;
+
+  /** Builds the error for `filter` of `action`. */
+  constructor(o: { action: string; filter: string; message: string }) {
+    super({ action: o.action, code: "InvalidFilter", message: o.message });
+    this.name = "Ec2FilterError";
+    this.filter = o.filter;
+  }
+}
+
 /** Codes of network-level failures (no HTTP answer at all). */
 const NETWORK_CODES: Record<string, string> = {
   ECONNREFUSED: "EndpointUnreachable",

@@ -5,7 +5,8 @@
  * @module
  */
 import type * as sdk from "@aws-sdk/client-ec2";
-import { Ec2Error } from "./ec2_errors.ts";
+import { Ec2Error, Ec2FilterError } from "./ec2_errors.ts";
+import { FILTER_NAMES, type FilteredAction, isTagFilter } from "./ec2_filter_names.ts";
 import type { Tags } from "./ec2_types.ts";
 export { isIpv4 } from "../netlink/ipv4.ts";
 
@@ -71,19 +72,99 @@ export function bad(action: string, message: string): Ec2Error {
   return new Ec2Error({ action, code: "InvalidInput", message });
 }
 
-/** EC2 filters for a query: its filters, the given extras, and tag selectors. */
-export function toFilters(q: DescribeQuery, extra: Record<string, string[] | undefined> = {}) {
+/** A filter one of an action's own query fields stands for, e.g. `subnetId` → `subnet-id`. */
+export interface FieldFilter {
+  /** The EC2 filter name. */
+  filter: string;
+  /** The query field that carries it, named in errors. */
+  field: string;
+  /** Its values; undefined when the field was not given. */
+  values: string[] | undefined;
+}
+
+/**
+ * The EC2 filters of a query of `action`: the caller's `filters`, the filters the action's own
+ * fields stand for, and the tag selectors. Each one given goes into the request; a name the
+ * action does not take, a value that is not a non-empty list of strings, or a filter given twice
+ * (say `subnetId` and `filters["subnet-id"]`) is an {@linkcode Ec2FilterError} naming it.
+ */
+export function toFilters(
+  action: FilteredAction,
+  q: DescribeQuery,
+  fields: FieldFilter[] = [],
+): sdk.Filter[] | undefined {
+  const refuse = (filter: string, message: string) => {
+    throw new Ec2FilterError({ action, filter, message });
+  };
   const out: sdk.Filter[] = [];
-  for (const [Name, Values] of Object.entries({ ...q.filters, ...extra })) {
-    if (Values) out.push({ Name, Values });
+  /** Filter name → where it came from, to refuse a second one. */
+  const from = new Map<string, string>();
+  const add = (Name: string, Values: string[], source: string) => {
+    const earlier = from.get(Name);
+    if (earlier) refuse(Name, `filter '${Name}' is given twice (${earlier} and ${source})`);
+    from.set(Name, source);
+    out.push({ Name, Values });
+  };
+  for (const f of fields) if (f.values) add(f.filter, f.values, f.field);
+  const given = q.filters;
+  if (
+    given !== undefined && (given === null || typeof given !== "object" || Array.isArray(given))
+  ) {
+    refuse(
+      "filters",
+      `filters must be an object of filter name → values, e.g. { "subnet-id": ["subnet-0a1b2c3d"] }, got ${
+        Array.isArray(given) ? "an array" : JSON.stringify(given)
+      }`,
+    );
+  }
+  for (const [name, values] of Object.entries(given ?? {})) {
+    if (!FILTER_NAMES[action].has(name) && !isTagFilter(name)) {
+      refuse(
+        name,
+        `${action} cannot filter by '${name}'; it takes ${
+          [...FILTER_NAMES[action]].join(", ")
+        }, tag:<key>, tag-key and tag-value`,
+      );
+    }
+    if (
+      !Array.isArray(values) || values.length === 0 || values.some((v) => typeof v !== "string")
+    ) {
+      refuse(
+        name,
+        `filter '${name}' needs a non-empty list of strings, got ${JSON.stringify(values)}`,
+      );
+    }
+    add(name, values, `filters["${name}"]`);
   }
   for (const [k, v] of Object.entries(q.tags ?? {})) {
     const values = Array.isArray(v) ? v : [v];
-    out.push(
-      values.length === 1 && values[0] === "*"
-        ? { Name: "tag-key", Values: [k] }
-        : { Name: `tag:${k}`, Values: values },
-    );
+    if (k === "" || values.length === 0 || values.some((x) => typeof x !== "string")) {
+      refuse(
+        `tag:${k}`,
+        `tag selector '${k}' needs a non-empty key and a string or a non-empty list of strings, got ${
+          JSON.stringify(v)
+        }`,
+      );
+    }
+    // `*` matches any value, so `{ k: "*" }` selects by the key alone, and every selector keeps
+    // a filter name of its own.
+    add(`tag:${k}`, values, `tags["${k}"]`);
   }
   return out.length ? out : undefined;
+}
+
+/**
+ * Refuses query fields `action` does not know (say `Filters` for `filters`), which would
+ * otherwise be dropped without a word.
+ */
+export function checkQueryFields(action: string, q: object, known: string[]): void {
+  if (q === null || typeof q !== "object" || Array.isArray(q)) {
+    throw bad(action, `the query must be an object, got ${JSON.stringify(q)}`);
+  }
+  const all = ["ids", "filters", "tags", ...known];
+  for (const k of Object.keys(q)) {
+    if (!all.includes(k)) {
+      throw bad(action, `unknown query field '${k}'; ${action} takes ${all.join(", ")}`);
+    }
+  }
 }

@@ -64,7 +64,7 @@ function checkMaxWithIds(q: QueryParams, idParam: string): void {
 /** DescribeNetworkInterfaces. */
 export function describeNetworkInterfaces(s: SimState, q: QueryParams): string {
   const ids = q.list("NetworkInterfaceId");
-  const filters: QueryFilter[] = q.filters();
+  const filters: QueryFilter[] = q.filters(ENI_FILTERS);
   checkMaxWithIds(q, "NetworkInterfaceId");
   const now = Date.now();
   let enis = [...s.enis.values()].filter((e) => s.isVisible(e, now));
@@ -87,7 +87,7 @@ export function describeNetworkInterfaces(s: SimState, q: QueryParams): string {
 /** DescribeSubnets. */
 export function describeSubnets(s: SimState, q: QueryParams): string {
   const ids = q.list("SubnetId");
-  const filters = q.filters();
+  const filters = q.filters(SUBNET_FILTERS);
   checkMaxWithIds(q, "SubnetId");
   let subnets = [...s.subnets.values()];
   if (ids.length > 0) {
@@ -106,6 +106,7 @@ export function describeSubnets(s: SimState, q: QueryParams): string {
 /** DescribeVpcs. */
 export function describeVpcs(s: SimState, q: QueryParams): string {
   const ids = q.list("VpcId");
+  const filters = q.filters(VPC_FILTERS);
   const missing = ids.filter((id) => id !== s.vpc.id);
   if (missing.length > 0) throw idsNotFound("InvalidVpcID.NotFound", "vpc", missing);
   const fields = {
@@ -116,7 +117,7 @@ export function describeVpcs(s: SimState, q: QueryParams): string {
     "is-default": ["false"],
     "owner-id": [s.accountId],
   };
-  const match = matchesFilters({ fields, tags: s.vpc.tags }, q.filters(), VPC_FILTERS);
+  const match = matchesFilters({ fields, tags: s.vpc.tags }, filters, VPC_FILTERS);
   dryRun(q);
   return set("vpcSet", match ? [vpcXml(s)] : []);
 }
@@ -125,6 +126,7 @@ export function describeVpcs(s: SimState, q: QueryParams): string {
 export function describeSecurityGroups(s: SimState, q: QueryParams): string {
   const ids = q.list("GroupId");
   const names = q.list("GroupName");
+  const filters = q.filters(SG_FILTERS);
   let groups = [...s.securityGroups.values()];
   if (ids.length > 0) {
     const missing = ids.filter((id) => !s.securityGroups.has(id));
@@ -146,7 +148,6 @@ export function describeSecurityGroups(s: SimState, q: QueryParams): string {
     }
     groups = groups.filter((g) => names.includes(g.name));
   }
-  const filters = q.filters();
   groups = groups.filter((g) =>
     matchesFilters(
       {
@@ -173,12 +174,12 @@ export function describeSecurityGroups(s: SimState, q: QueryParams): string {
 export function describeInstances(s: SimState, q: QueryParams): string {
   const ids = q.list("InstanceId");
   checkMaxWithIds(q, "InstanceId");
+  const filters = q.filters(INSTANCE_FILTERS);
   let insts = [...s.instances.values()];
   if (ids.length > 0) {
     for (const id of ids) s.instance(id);
     insts = insts.filter((i) => ids.includes(i.id));
   }
-  const filters = q.filters();
   insts = insts.filter((i) =>
     matchesFilters({ fields: instanceFields(s, i), tags: i.tags }, filters, INSTANCE_FILTERS)
   );
@@ -190,6 +191,7 @@ export function describeInstances(s: SimState, q: QueryParams): string {
 /** DescribeInstanceTypes. */
 export function describeInstanceTypes(s: SimState, q: QueryParams): string {
   const names = q.list("InstanceType");
+  const filters = q.filters(TYPE_FILTERS);
   let types: TypeLimits[];
   if (names.length > 0) {
     const found = names.map((n) => lookupTypeLimits(n, s.scenario));
@@ -208,7 +210,6 @@ export function describeInstanceTypes(s: SimState, q: QueryParams): string {
     ]);
     types = [...all].sort().map((n) => lookupTypeLimits(n, s.scenario)!);
   }
-  const filters = q.filters();
   types = types.filter((t) =>
     matchesFilters(
       {

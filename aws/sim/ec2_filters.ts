@@ -1,38 +1,17 @@
 /**
- * The filter names each Describe action accepts and the values a resource offers for them
- * (EC2's names: `attachment.instance-id`, `subnet-id`, …; tags are handled generically).
+ * The values a resource offers for each filter name a Describe action accepts. The names are
+ * the EC2 client's (`aws/ec2_filter_names.ts`), so every filter the client can send is
+ * implemented here; tags are handled generically.
  *
  * @module
  */
 import type { EniState, InstanceState, SimState, SubnetState } from "./state.ts";
 import { formatIpv4Cidr } from "../../netlink/ipv4.ts";
+import { FILTER_NAMES } from "../ec2_filter_names.ts";
+import { azId, privateDnsName } from "./ec2_xml.ts";
 
 /** Filter names DescribeNetworkInterfaces accepts (plus tag:K, tag-key, tag-value). */
-export const ENI_FILTERS = new Set([
-  "network-interface-id",
-  "subnet-id",
-  "vpc-id",
-  "status",
-  "availability-zone",
-  "mac-address",
-  "description",
-  "private-ip-address",
-  "addresses.private-ip-address",
-  "addresses.primary",
-  "ipv4-prefix",
-  "group-id",
-  "group-name",
-  "owner-id",
-  "interface-type",
-  "requester-managed",
-  "source-dest-check",
-  "attachment.instance-id",
-  "attachment.attachment-id",
-  "attachment.device-index",
-  "attachment.status",
-  "attachment.instance-owner-id",
-  "attachment.delete-on-termination",
-]);
+export const ENI_FILTERS = FILTER_NAMES.DescribeNetworkInterfaces;
 
 /** Filter field values of an ENI. */
 export function eniFields(s: SimState, e: EniState): Record<string, string[]> {
@@ -46,12 +25,16 @@ export function eniFields(s: SimState, e: EniState): Record<string, string[]> {
     "mac-address": [e.mac],
     "description": [e.description],
     "private-ip-address": e.privateIps.map((x) => x.address),
+    "private-dns-name": e.privateIps.filter((x) => x.primary).map((x) =>
+      privateDnsName(s.region, x.address)
+    ),
     "addresses.private-ip-address": e.privateIps.map((x) => x.address),
     "addresses.primary": [...new Set(e.privateIps.map((x) => String(x.primary)))],
     "ipv4-prefix": e.prefixes.map((p) => p.cidr),
     "group-id": e.groupIds,
     "group-name": e.groupIds.map((g) => s.securityGroups.get(g)?.name ?? ""),
     "owner-id": [s.accountId],
+    "requester-id": [s.accountId],
     "interface-type": ["interface"],
     "requester-managed": ["false"],
     "source-dest-check": [String(e.sourceDestCheck)],
@@ -65,19 +48,7 @@ export function eniFields(s: SimState, e: EniState): Record<string, string[]> {
 }
 
 /** Filter names DescribeSubnets accepts. */
-export const SUBNET_FILTERS = new Set([
-  "subnet-id",
-  "vpc-id",
-  "availability-zone",
-  "availability-zone-id",
-  "cidr-block",
-  "cidr",
-  "cidrBlock",
-  "state",
-  "default-for-az",
-  "available-ip-address-count",
-  "owner-id",
-]);
+export const SUBNET_FILTERS = FILTER_NAMES.DescribeSubnets;
 
 /** Filter field values of a subnet. */
 export function subnetFields(s: SimState, sn: SubnetState): Record<string, string[]> {
@@ -86,7 +57,7 @@ export function subnetFields(s: SimState, sn: SubnetState): Record<string, strin
     "subnet-id": [sn.id],
     "vpc-id": [sn.vpcId],
     "availability-zone": [sn.az],
-    "availability-zone-id": [],
+    "availability-zone-id": [azId(s.region, sn.az)],
     "cidr-block": [cidr],
     "cidr": [cidr],
     "cidrBlock": [cidr],
@@ -98,18 +69,7 @@ export function subnetFields(s: SimState, sn: SubnetState): Record<string, strin
 }
 
 /** Filter names DescribeInstances accepts. */
-export const INSTANCE_FILTERS = new Set([
-  "instance-id",
-  "instance-type",
-  "subnet-id",
-  "vpc-id",
-  "availability-zone",
-  "instance-state-name",
-  "instance-state-code",
-  "private-ip-address",
-  "network-interface.network-interface-id",
-  "network-interface.addresses.private-ip-address",
-]);
+export const INSTANCE_FILTERS = FILTER_NAMES.DescribeInstances;
 
 /** Filter field values of an instance. */
 export function instanceFields(s: SimState, i: InstanceState): Record<string, string[]> {
@@ -132,16 +92,9 @@ export function instanceFields(s: SimState, i: InstanceState): Record<string, st
 }
 
 /** Filter names DescribeSecurityGroups accepts. */
-export const SG_FILTERS = new Set(["group-id", "group-name", "vpc-id", "description", "owner-id"]);
+export const SG_FILTERS = FILTER_NAMES.DescribeSecurityGroups;
 /** Filter names DescribeVpcs accepts. */
-export const VPC_FILTERS = new Set([
-  "vpc-id",
-  "cidr",
-  "cidr-block-association.cidr-block",
-  "state",
-  "is-default",
-  "owner-id",
-]);
+export const VPC_FILTERS = FILTER_NAMES.DescribeVpcs;
 /** Filter names DescribeInstanceTypes accepts. */
 export const TYPE_FILTERS = new Set([
   "instance-type",

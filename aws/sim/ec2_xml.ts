@@ -63,6 +63,8 @@ export function networkInterfaceXml(state: SimState, e: EniState): string {
   return el("networkInterfaceId", e.id) + el("subnetId", e.subnetId) + el("vpcId", e.vpcId) +
     el("availabilityZone", e.az) + el("description", e.description) +
     el("ownerId", state.accountId) +
+    // EC2 names who created the ENI; for one the account created, that is the account's id.
+    el("requesterId", state.accountId) +
     el("requesterManaged", false) + el("status", a ? "in-use" : "available") +
     el("macAddress", e.mac) +
     el("privateIpAddress", primary) +

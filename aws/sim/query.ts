@@ -6,6 +6,7 @@
  * @module
  */
 import { invalidValue, missingParameter, SimError } from "./errors.ts";
+import { isTagFilter } from "../ec2_filter_names.ts";
 
 /** One `Filter.N`. */
 export interface QueryFilter {
@@ -89,11 +90,16 @@ export class QueryParams {
     return [...groups].sort((a, b) => a[0] - b[0]).map(([, m]) => new QueryParams(m));
   }
 
-  /** `Filter.N.Name` / `Filter.N.Value.M`. */
-  filters(): QueryFilter[] {
+  /**
+   * `Filter.N.Name` / `Filter.N.Value.M`. A name outside `known` (and not a tag filter) is
+   * InvalidParameterValue before anything is matched, as on EC2, where the check does not
+   * depend on whether any resource exists.
+   */
+  filters(known: ReadonlySet<string>): QueryFilter[] {
     return this.structs("Filter").map((f) => {
       const name = f.get("Name");
       if (!name) throw missingParameter("Filter.N.Name");
+      if (!known.has(name) && !isTagFilter(name)) throw unknownFilter(name);
       return { name, values: f.list("Value") };
     });
   }
@@ -122,6 +128,11 @@ export class QueryParams {
     for (const k of this.#p.keys()) if (k === prefix || k.startsWith(prefix + ".")) return true;
     return false;
   }
+}
+
+/** EC2's answer to a filter name the action does not take. */
+function unknownFilter(name: string): SimError {
+  return new SimError("InvalidParameterValue", `The filter '${name}' is invalid`);
 }
 
 const globCache = new Map<string, RegExp>();
@@ -167,7 +178,7 @@ export function matchesFilters(
     } else if (known.has(f.name)) {
       values = r.fields[f.name] ?? [];
     } else {
-      throw new SimError("InvalidParameterValue", `The filter '${f.name}' is invalid`);
+      throw unknownFilter(f.name);
     }
     if (!f.values.some((p) => values.some((v) => globMatch(p, v)))) return false;
   }

@@ -10,11 +10,22 @@ Deno.test("numbered lists, structs, filters and tags are read in numeric order",
       "&Filter.1.Value.2=y&Filter.1.Value.1=x&Tag.1.Key=k&Tag.1.Value=v&Tag.2.Key=e",
   );
   assert.deepEqual(p.list("Id"), ["a", "b", "j"]);
-  assert.deepEqual(p.filters(), [{ name: "tag:zone", values: ["x", "y"] }, {
+  assert.deepEqual(p.filters(new Set(["vpc-id"])), [{ name: "tag:zone", values: ["x", "y"] }, {
     name: "vpc-id",
     values: ["v"],
   }]);
   assert.deepEqual(p.tags("Tag"), { k: "v", e: "" });
+});
+
+Deno.test("a filter name the action does not take is InvalidParameterValue when read", () => {
+  assert.throws(
+    () => q("Filter.1.Name=subnet&Filter.1.Value.1=x").filters(new Set(["subnet-id"])),
+    (e) =>
+      e instanceof SimError && e.code === "InvalidParameterValue" &&
+      e.message === "The filter 'subnet' is invalid",
+  );
+  const tags = q("Filter.1.Name=tag:a&Filter.1.Value.1=x&Filter.2.Name=tag-key&Filter.2.Value.1=a");
+  assert.equal(tags.filters(new Set()).length, 2);
 });
 
 Deno.test("bad integers, booleans and reserved tag keys are InvalidParameterValue", () => {

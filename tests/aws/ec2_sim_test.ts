@@ -7,12 +7,15 @@ import assert from "node:assert/strict";
 import { Ec2Client, type Ec2ClientOptions, Ec2Error } from "../../aws/ec2.ts";
 import { type SimServer, startSim } from "../../aws/sim/mod.ts";
 import { REGION, SUITE_SCENARIO, SUITE_WORLD } from "./sim_world.ts";
-import { ec2Suite, type Quirk } from "./ec2_suite.ts";
+import { ec2Suite, type Ec2Target, type Quirk } from "./ec2_suite.ts";
+import { ec2FilterSuite } from "./ec2_filter_suite.ts";
+import { ec2ParitySuite } from "./ec2_parity_suite.ts";
 
 /** Where the simulator is known to differ from EC2 (each asserted by the suite). */
 const SIM_QUIRKS: Quirk[] = ["noVcpuInfo"];
 
-ec2Suite("sim", async () => {
+/** A fresh simulator with the suite's world. */
+async function simTarget(): Promise<Ec2Target> {
   // The fault dice: 0.99 passes both checks; queued values decide the next requests.
   const dice: number[] = [];
   const sim = await startSim({ scenario: SUITE_SCENARIO, random: () => dice.shift() ?? 0.99 });
@@ -34,7 +37,11 @@ ec2Suite("sim", async () => {
     },
     close: () => sim.close(),
   };
-});
+}
+
+ec2Suite("sim", simTarget);
+ec2FilterSuite("sim", simTarget);
+ec2ParitySuite("sim", simTarget);
 
 // Faults only the simulator can cause: eventual consistency and server-side token buckets.
 

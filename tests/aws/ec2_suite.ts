@@ -7,7 +7,13 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { Ec2Client, type Ec2ClientOptions, Ec2Error, metricsSnapshot } from "../../aws/ec2.ts";
+import {
+  Ec2Client,
+  type Ec2ClientOptions,
+  Ec2Error,
+  type FilteredAction,
+  metricsSnapshot,
+} from "../../aws/ec2.ts";
 import { InstanceLimitsResolver, maxPods } from "../../aws/limits.ts";
 import { freePort } from "../helpers/aws_peers.ts";
 
@@ -38,7 +44,23 @@ export type Quirk =
   /** Security group ids that do not exist are accepted (create and modify). */
   | "unknownGroupAccepted"
   /** CreateTags on ids that do not exist succeeds. */
-  | "tagsOnUnknownIds";
+  | "tagsOnUnknownIds"
+  /** AttachNetworkInterface of an ENI that is attached already succeeds (a new attachment). */
+  | "reattachAttached"
+  /** CreateNetworkInterface succeeds in a subnet with no free address left. */
+  | "subnetOverfill"
+  /** An unknown filter name answers HTTP 500 with an HTML page, not InvalidParameterValue. */
+  | "unknownFilter500"
+  /** Some filters EC2 documents answer HTTP 500 with an HTML page: `filtersAnswering500`. */
+  | "filtersAnswer500"
+  /** The XML namespace is `…/doc/2016-11-15`, without EC2's trailing `/`. */
+  | "xmlnsWithoutSlash"
+  /** No `privateDnsName` on an ENI or on its addresses. */
+  | "noPrivateDnsName"
+  /** `requesterId` of an ENI the account created is not the account's id. */
+  | "requesterIdNotAccount"
+  /** The error document's `<Response>` carries the EC2 namespace; EC2's has none. */
+  | "errorXmlns";
 
 /** The seeded world a target offers. */
 export interface Ec2World {
@@ -50,6 +72,10 @@ export interface Ec2World {
   az: string;
   /** A second subnet in the same VPC, tagged `vpcni-zone=other`. */
   otherSubnetId: string;
+  /** A /28 in the same VPC and AZ as `subnetId`, untagged: 11 addresses free on EC2. */
+  tinySubnetId: string;
+  /** The account that owns (and created) everything in the world. */
+  accountId: string;
   securityGroupIds: string[];
   instanceId: string;
   /** Instance type of `instanceId` (its ENI and IP limits are enforced where no quirk says). */
@@ -62,6 +88,8 @@ export interface Ec2Target {
   region: string;
   world: Ec2World;
   quirks: ReadonlySet<Quirk>;
+  /** With quirk `filtersAnswer500`: the filter names, per action, the target answers 500 for. */
+  filtersAnswering500?: Partial<Record<FilteredAction, string[]>>;
   /** The next `times` EC2 requests fail with `code` (unless the target has noFaultInjection). */
   injectFault?: (f: { code: "RequestLimitExceeded" | "InternalError"; times: number }) => void;
   /** Delays every answer to `action` by `ms` (unless the target has noFaultInjection). */
@@ -71,12 +99,17 @@ export interface Ec2Target {
 
 const CREDS = { accessKeyId: "test", secretAccessKey: "test" };
 
-function client(t: Ec2Target, o: Partial<Ec2ClientOptions> = {}): Ec2Client {
+/** An EC2 client for the target (static test credentials), with option overrides. */
+export function targetClient(t: Ec2Target, o: Partial<Ec2ClientOptions> = {}): Ec2Client {
   return new Ec2Client({ region: t.region, endpoint: t.endpoint, credentials: CREDS, ...o });
 }
 
 /** Polls `check` until it returns a value (not undefined) or the time is up. */
-async function eventually<T>(what: string, check: () => Promise<T | undefined>, ms = 10_000) {
+export async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  ms = 10_000,
+) {
   const deadline = Date.now() + ms;
   let last: unknown;
   while (Date.now() < deadline) {
@@ -102,16 +135,25 @@ function inCidr(ip: string, cidr: string): boolean {
   return ipToInt(ip) >= start && ipToInt(ip) < start + size;
 }
 
-/** Registers the suite's tests under `name`. */
-export function ec2Suite(name: string, start: () => Promise<Ec2Target>): void {
-  const t = (title: string, fn: (target: Ec2Target, c: Ec2Client) => Promise<void>) =>
+/** A suite test's body: the target (fresh for this test) and a client for it. */
+export type SuiteTestFn = (target: Ec2Target, c: Ec2Client) => Promise<void>;
+
+/**
+ * A registrar of suite tests named `ec2[<name>]: <title>`: each test starts its own target and
+ * client and closes both after.
+ */
+export function suiteTest(
+  name: string,
+  start: () => Promise<Ec2Target>,
+): (title: string, fn: SuiteTestFn) => void {
+  return (title, fn) =>
     Deno.test({
       name: `ec2[${name}]: ${title}`,
       sanitizeResources: false,
       sanitizeOps: false,
       fn: async () => {
         const target = await start();
-        const c = client(target);
+        const c = targetClient(target);
         try {
           await fn(target, c);
         } finally {
@@ -120,6 +162,11 @@ export function ec2Suite(name: string, start: () => Promise<Ec2Target>): void {
         }
       },
     });
+}
+
+/** Registers the suite's tests under `name`. */
+export function ec2Suite(name: string, start: () => Promise<Ec2Target>): void {
+  const t = suiteTest(name, start);
   const has = (target: Ec2Target, q: Quirk) => target.quirks.has(q);
 
   async function newEni(target: Ec2Target, c: Ec2Client, tags: Record<string, string> = {}) {
@@ -148,7 +195,7 @@ export function ec2Suite(name: string, start: () => Promise<Ec2Target>): void {
     const inVpc = await c.describeSubnets({ vpcId: world.vpcId });
     assert.deepEqual(
       inVpc.map((s) => s.subnetId).sort(),
-      [world.subnetId, world.otherSubnetId].sort(),
+      [world.subnetId, world.otherSubnetId, world.tinySubnetId].sort(),
     );
     const [s] = await c.describeSubnets({ ids: [world.subnetId] });
     assert.equal(s.cidr, world.subnetCidr);
@@ -464,7 +511,7 @@ export function ec2Suite(name: string, start: () => Promise<Ec2Target>): void {
   });
 
   t("pagination: every page is fetched and counted", async (target) => {
-    const c = client(target, { pageSize: 5 });
+    const c = targetClient(target, { pageSize: 5 });
     try {
       const ids = new Set<string>();
       for (let i = 0; i < 7; i++) {
@@ -583,7 +630,9 @@ export function ec2Suite(name: string, start: () => Promise<Ec2Target>): void {
   });
 
   t("client-side buckets pace a burst instead of letting EC2 throttle it", async (target) => {
-    const c = client(target, { buckets: { nonMutating: { capacity: 2, refillPerSecond: 20 } } });
+    const c = targetClient(target, {
+      buckets: { nonMutating: { capacity: 2, refillPerSecond: 20 } },
+    });
     try {
       await Promise.all([...Array(6)].map(() => c.describeVpcs({ ids: [target.world.vpcId] })));
       assert.equal(c.metrics.calls.get("DescribeVpcs"), 6);
@@ -615,7 +664,7 @@ export function ec2Suite(name: string, start: () => Promise<Ec2Target>): void {
     assert.equal(after, before + 1, "a retried create made exactly one ENI");
     assert.equal(c.metrics.retries, 3);
     assert.equal(c.metrics.errors.get("CreateNetworkInterface:InternalError"), 1);
-    const nc = client(target, { maxAttempts: 2, retry: { baseDelayMs: 1 } });
+    const nc = targetClient(target, { maxAttempts: 2, retry: { baseDelayMs: 1 } });
     try {
       target.injectFault!({ code: "RequestLimitExceeded", times: 5 });
       await assert.rejects(
@@ -635,7 +684,7 @@ export function ec2Suite(name: string, start: () => Promise<Ec2Target>): void {
         assert.equal(target.setLatency, undefined);
         return;
       }
-      const c = client(target, {
+      const c = targetClient(target, {
         attemptTimeoutMs: 300,
         retry: { baseDelayMs: 50 },
         // The first attempt's answer is lost; the retry finds a fast EC2.
@@ -678,7 +727,7 @@ export function ec2Suite(name: string, start: () => Promise<Ec2Target>): void {
       let slow = "";
       // Each first attempt lands at 400 ms, after its 200 ms timeout and before its retry at
       // ~600 ms (the jitter is pinned): the retry meets the effect of the attempt it replaces.
-      const c = client(target, {
+      const c = targetClient(target, {
         attemptTimeoutMs: 200,
         retry: { baseDelayMs: 400, maxDelayMs: 400 },
         random: () => 0.99,

@@ -26,6 +26,7 @@ export const SUITE_SCENARIO: ScenarioInput = {
       az: `${REGION}b`,
       tags: { "vpcni-zone": "other" },
     },
+    { id: "subnet-0c0ffee000000003", cidr: "10.42.16.0/28", az: `${REGION}a` },
   ],
   securityGroups: [
     { id: "sg-0c0ffee000000001", name: "vpcni-nodes" },
@@ -47,6 +48,8 @@ export const SUITE_WORLD: Ec2World = {
   subnetCidr: "10.42.0.0/20",
   az: `${REGION}a`,
   otherSubnetId: "subnet-0c0ffee000000002",
+  tinySubnetId: "subnet-0c0ffee000000003",
+  accountId: "123456789012",
   securityGroupIds: ["sg-0c0ffee000000001", "sg-0c0ffee000000002"],
   instanceId: "i-0c0ffee000000001",
   instanceType: "t3.medium",
