@@ -207,6 +207,30 @@ export function firstIpv4(
   return undefined;
 }
 
+/**
+ * The result of a plugin that ran after others in a chain: `prev` (the earlier plugins'
+ * result) passed through with `own` appended. `own`'s `ips[].interface` indexes are moved
+ * past `prev`'s interfaces so they still name `own`'s interfaces; routes are concatenated;
+ * DNS fields `own` sets win, the rest come from `prev`.
+ */
+export function mergeResults(prev: CniResult | undefined, own: CniResult): CniResult {
+  if (!prev) return own;
+  const shift = prev.interfaces.length;
+  const merged: CniResult = {
+    interfaces: [...prev.interfaces, ...own.interfaces],
+    ips: [
+      ...prev.ips,
+      ...own.ips.map((ip) =>
+        ip.interface === undefined ? ip : { ...ip, interface: ip.interface + shift }
+      ),
+    ],
+    routes: [...prev.routes, ...own.routes],
+  };
+  const dns = mergeDns(own.dns, prev.dns);
+  if (dns) merged.dns = dns;
+  return merged;
+}
+
 /** Merges two DNS settings; fields of `primary` win. */
 export function mergeDns(primary?: ResultDns, secondary?: ResultDns): ResultDns | undefined {
   if (isEmptyDns(primary)) return isEmptyDns(secondary) ? undefined : secondary;

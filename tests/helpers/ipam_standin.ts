@@ -68,7 +68,14 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
       case "add": {
         const k = `${req.network}/${req.containerId}/${req.ifName}`;
         const held = reservations.get(k);
-        if (held) return { ok: true, allocation: held };
+        if (held) {
+          // As the daemon does: a second ADD without a DEL is refused, the address kept.
+          return {
+            ok: false,
+            code: 106,
+            msg: `${req.containerId}/${req.ifName} already holds ${held.ip}`,
+          };
+        }
         const ip = free.shift();
         if (!ip) return { ok: false, code: 11, msg: "no free address in the stand-in pool" };
         const allocation: PodAllocation = {
@@ -80,6 +87,7 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
           eni,
           vpcCidrs: [subnetCidr],
           nodeIps: opts.nodeIps ?? [],
+          nodeEniMacs: [eni.mac],
         };
         reservations.set(k, allocation);
         return { ok: true, allocation };
@@ -112,6 +120,16 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
           }
         }
         return { ok: true, released };
+      }
+      case "stale": {
+        const valid = new Set(
+          req.validAttachments.map((a) => `${req.network}/${a.containerId}/${a.ifName}`),
+        );
+        return {
+          ok: true,
+          stale: [...reservations].filter(([k, a]) => a.network === req.network && !valid.has(k))
+            .map(([, a]) => a),
+        };
       }
       case "status":
         return { ok: true, pool: "default", available: free.length, canGrow: opts.canGrow ?? true };
