@@ -30,6 +30,10 @@ export interface StandinOptions {
   nodeIps?: string[];
   /** When false, STATUS reports that the pool cannot grow (default true). */
   canGrow?: boolean;
+  /** Device index of the ENI (default 0, the primary; others get table 100 + index). */
+  deviceIndex?: number;
+  /** Called with each request before it is answered (tests look at the kernel then). */
+  onRequest?: (req: IpamRequest) => void | Promise<void>;
 }
 
 /** A running stand-in. */
@@ -49,12 +53,12 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
   const eni: EniInfo = {
     id: "eni-0standin000000001",
     mac: opts.eniMac ?? "02:00:00:77:00:01",
-    deviceIndex: 0,
-    primary: true,
+    deviceIndex: opts.deviceIndex ?? 0,
+    primary: (opts.deviceIndex ?? 0) === 0,
     subnetId: "subnet-0standin00000001",
     subnetCidr,
     gateway,
-    routeTable: 100,
+    routeTable: 100 + (opts.deviceIndex ?? 0),
   };
   const reservations = new Map<string, PodAllocation>();
   const requests: IpamRequest[] = [];
@@ -143,6 +147,7 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
     }
     const req = await request.json() as IpamRequest;
     requests.push(req);
+    await opts.onRequest?.(req);
     return Response.json(answer(req));
   });
 
