@@ -122,7 +122,8 @@ export function parseResult(
   const interfaces = (r.interfaces ?? []).map((i) => compact(i));
   const ips = (r.ips ?? []).map((ip, n) => {
     const family = ip.address.includes(":") ? "6" : "4";
-    if (ip.version !== undefined && ip.version !== family) {
+    // libcni writes "version": "" for a 0.x address whose plugin left the field out.
+    if (ip.version !== undefined && ip.version !== "" && ip.version !== family) {
       throw new CniError(
         ErrorCode.INVALID_CONFIG,
         `invalid network configuration: ${path}.ips[${n}].version is "${ip.version}" but ${ip.address} is IPv${family}`,

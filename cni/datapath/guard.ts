@@ -15,8 +15,12 @@ import {
 } from "../../netlink/ipv4.ts";
 import { DatapathInputError } from "./errors.ts";
 
-/** Where the calling thread's own network namespace is named. */
-const OWN_NETNS = "/proc/thread-self/ns/net";
+/**
+ * The node-side namespaces no pod may be: the calling thread's (where the host side is
+ * built), the process's (its main thread may sit elsewhere), and PID 1's (the node's root
+ * netns, seen from the plugin's PID namespace).
+ */
+const NODE_NETNS = ["/proc/thread-self/ns/net", "/proc/self/ns/net", "/proc/1/ns/net"];
 
 /** (device, inode) of the namespace a path names, following the symlink; undefined if none. */
 function nsIdentity(path: string): string | undefined {
@@ -29,13 +33,14 @@ function nsIdentity(path: string): string | undefined {
 }
 
 /**
- * True when `netns` names the network namespace the plugin itself runs in (by inode, so
- * `/proc/self/ns/net`, `/proc/<pid>/ns/net` and a bind mount of it all count).
+ * True when `netns` names a network namespace of the node side: the one the plugin runs in,
+ * its process's or PID 1's. Compared by inode, so `/proc/self/ns/net`, `/proc/<pid>/ns/net`
+ * and a bind mount of it all count.
  */
 export function isOwnNetns(netns: string): boolean {
-  const own = nsIdentity(OWN_NETNS) ?? nsIdentity("/proc/self/ns/net");
   const other = nsIdentity(netns);
-  return own !== undefined && other === own;
+  if (other === undefined) return false;
+  return NODE_NETNS.some((p) => nsIdentity(p) === other);
 }
 
 /** Refuses a pod netns that is the plugin's own netns: its links are the node's. */

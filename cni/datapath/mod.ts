@@ -106,9 +106,12 @@ function refuseNodeAddress(s: Sockets, cfg: DatapathConfig, ip: string): void {
  */
 export function attachPod(cfg: DatapathConfig, pod: PodAttachment): AttachResult {
   validateConfig(cfg);
-  validateAttachment(pod);
-  const unusable = unusableAddressReason(pod.address.ip, pod.address.prefixLen);
+  // Before the shape checks, so such an address is named for what it is.
+  const unusable = typeof pod?.address?.ip === "string"
+    ? unusableAddressReason(pod.address.ip, pod.address.prefixLen)
+    : undefined;
   if (unusable) throw new UnusableAddressError(pod.address.ip, unusable);
+  validateAttachment(pod);
   return withSockets(pod.netns, (s) => {
     refuseNodeAddress(s, cfg, pod.address.ip);
     ensureHostSysctls();
