@@ -29,6 +29,7 @@ import {
   nodeIpsOf,
   resolveParent,
 } from "./host.ts";
+import { isIpv4 } from "../../netlink/ipv4.ts";
 import { isNodeAddress, macSet, refuseOwnNetns, unusableAddressReason } from "./guard.ts";
 import { hostVethName, podTempName } from "./naming.ts";
 import { type HostFacts, type Plan, planAttachment } from "./plan.ts";
@@ -107,7 +108,7 @@ function refuseNodeAddress(s: Sockets, cfg: DatapathConfig, ip: string): void {
 export function attachPod(cfg: DatapathConfig, pod: PodAttachment): AttachResult {
   validateConfig(cfg);
   // Before the shape checks, so such an address is named for what it is.
-  const unusable = typeof pod?.address?.ip === "string"
+  const unusable = typeof pod?.address?.ip === "string" && isIpv4(pod.address.ip)
     ? unusableAddressReason(pod.address.ip, pod.address.prefixLen)
     : undefined;
   if (unusable) throw new UnusableAddressError(pod.address.ip, unusable);
