@@ -102,8 +102,11 @@ function refuseNodeAddress(s: Sockets, cfg: DatapathConfig, ip: string): void {
 
 /**
  * ADD: wires the pod into the host with datapath `cfg.kind`. Host setup for the pod's ENI
- * is done first (idempotent, shared with other pods, never undone). On any failure
- * everything this call made for the pod is removed before the error is thrown.
+ * is done first (idempotent, shared with other pods, never undone; the ENI link's MTU is
+ * never changed, the pod gets at most that MTU). On any failure everything this call made
+ * for the pod is removed before the error is thrown. Refused before anything changes: an
+ * address no pod may have ({@linkcode UnusableAddressError}) and a pod netns that is the
+ * node's own.
  */
 export function attachPod(cfg: DatapathConfig, pod: PodAttachment): AttachResult {
   validateConfig(cfg);
@@ -143,8 +146,11 @@ function resultOf(plan: Plan, s: Sockets, netns: string): AttachResult {
 
 /**
  * DEL: removes the pod's links (which take their addresses, routes and neighbours along)
- * and its host rules. Idempotent: a missing netns, link or rule is not an error. Without
- * `address`, the pod IP is read back from the host veth's route while it still exists.
+ * and its host rules. Idempotent: a missing netns, link or rule is not an error. The rules
+ * removed are those of the IP the host veth routes (read back while it still exists) and of
+ * `address`, each only when no other attachment routes that IP. A link with one of
+ * `cfg.eniMacs`, or of a kind the datapath never makes, is left alone; returns why, one
+ * line per link. A pod netns that is the node's own is refused before anything changes.
  */
 export function detachPod(cfg: DatapathConfig, pod: PodDetachment): string[] {
   validateDetachment(pod);
