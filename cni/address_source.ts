@@ -22,13 +22,24 @@ export interface Reservation {
   nodeIps: string[];
   /** DNS settings from the IPAM result, if any. */
   dns?: ResultDns;
+  /** MACs of the node's ENIs, when the daemon says: links the datapath never touches. */
+  nodeEniMacs?: string[];
 }
 
-/** An attachment whose reservation GC released. */
+/** An attachment GC found stale: its reservation goes once its host objects are gone. */
 export interface ReleasedAttachment {
   containerId: string;
   ifName: string;
   address: PodAddress;
+  /** MACs of the node's ENIs, when the daemon says. */
+  nodeEniMacs?: string[];
+}
+
+/** What GC did: the attachments released, and those kept because cleanup failed. */
+export interface GcOutcome {
+  released: ReleasedAttachment[];
+  /** One line per attachment whose host objects could not be removed (still reserved). */
+  failed: string[];
 }
 
 /** The IPAM side of the main plugin. */
@@ -37,18 +48,22 @@ export interface AddressSource {
   reserve(): Promise<Reservation>;
   /** Undo or DEL: release this attachment's reservation; unknown attachments are fine. */
   release(): Promise<void>;
-  /** DEL and CHECK: what is reserved for this attachment, if the source can tell. */
-  lookup(): Promise<PodAddress | undefined>;
+  /** DEL: what is reserved for this attachment, if the source can tell. */
+  lookup(): Promise<Reservation | undefined>;
   /**
    * CHECK: throws when the reservation is gone or differs from `expectedIp`; returns the
    * reserved address when the source knows more than prevResult (the ENI).
    */
   verify(expectedIp: string): Promise<PodAddress | undefined>;
   /**
-   * GC: release reservations of this network not in the valid list; returns the attachments
-   * released, when the source can tell, so their host objects can go too.
+   * GC: release the reservations of this network not in `valid`. Where the source can tell
+   * which they are, `cleanup` removes each one's host objects first and only those whose
+   * cleanup succeeded are released (as DEL does: objects first, address after).
    */
-  gc(): Promise<ReleasedAttachment[]>;
+  gc(
+    valid: { containerId: string; ifName: string }[],
+    cleanup: (a: ReleasedAttachment) => Promise<void>,
+  ): Promise<GcOutcome>;
   /** STATUS: throws code 50/51 when an ADD cannot be served now. */
   status(): Promise<void>;
   /** Frees sockets. */
@@ -97,16 +112,21 @@ export class DaemonAddressSource implements AddressSource {
       podUid: a.podUid,
       annotations: this.#config.annotations,
     });
-    return { address: allocationAddress(allocation), nodeIps: allocation.nodeIps };
+    return {
+      address: allocationAddress(allocation),
+      nodeIps: allocation.nodeIps,
+      nodeEniMacs: allocation.nodeEniMacs,
+    };
   }
 
   async release(): Promise<void> {
     await this.#client.del({ op: "del", ...this.#key() });
   }
 
-  async lookup(): Promise<PodAddress | undefined> {
+  async lookup(): Promise<Reservation | undefined> {
     try {
-      return allocationAddress(await this.#client.check({ op: "check", ...this.#key() }));
+      const a = await this.#client.check({ op: "check", ...this.#key() });
+      return { address: allocationAddress(a), nodeIps: a.nodeIps, nodeEniMacs: a.nodeEniMacs };
     } catch (e) {
       if (e instanceof CniError && e.code === ErrorCode.UNKNOWN_CONTAINER) return undefined;
       throw e;
@@ -124,17 +144,33 @@ export class DaemonAddressSource implements AddressSource {
     return allocationAddress(allocation);
   }
 
-  gc(): Promise<ReleasedAttachment[]> {
-    const released = this.#client.gc({
-      op: "gc",
-      network: this.#config.name,
-      validAttachments: this.#config.validAttachments ?? [],
-    });
-    return Promise.resolve(released.map((a) => ({
-      containerId: a.containerId,
-      ifName: a.ifName,
-      address: allocationAddress(a),
-    })));
+  async gc(
+    valid: { containerId: string; ifName: string }[],
+    cleanup: (a: ReleasedAttachment) => Promise<void>,
+  ): Promise<GcOutcome> {
+    const network = this.#config.name;
+    const stale = this.#client.stale({ op: "stale", network, validAttachments: valid });
+    const out: GcOutcome = { released: [], failed: [] };
+    for (const a of stale) {
+      const attachment: ReleasedAttachment = {
+        containerId: a.containerId,
+        ifName: a.ifName,
+        address: allocationAddress(a),
+        nodeEniMacs: a.nodeEniMacs,
+      };
+      try {
+        await cleanup(attachment);
+      } catch (e) {
+        // Its objects may still point at the address: keep it reserved, GC comes again.
+        out.failed.push(
+          `${a.containerId.slice(0, 12)}/${a.ifName} (${a.ip}): ${(e as Error).message}`,
+        );
+        continue;
+      }
+      this.#client.del({ op: "del", network, containerId: a.containerId, ifName: a.ifName });
+      out.released.push(attachment);
+    }
+    return out;
   }
 
   status(): Promise<void> {
@@ -202,8 +238,8 @@ export class DelegatedAddressSource implements AddressSource {
     await execIpamPlugin(this.#type, "DEL", this.#stdin, this.#env.path);
   }
 
-  lookup(): Promise<PodAddress | undefined> {
-    // A standard IPAM plugin cannot be asked; DEL uses prevResult instead.
+  lookup(): Promise<Reservation | undefined> {
+    // A standard IPAM plugin cannot be asked; DEL reads the kernel and prevResult instead.
     return Promise.resolve(undefined);
   }
 
@@ -212,11 +248,11 @@ export class DelegatedAddressSource implements AddressSource {
     return undefined;
   }
 
-  async gc(): Promise<ReleasedAttachment[]> {
-    // A standard IPAM plugin does not say what it released; libcni DELs the attachments it
+  async gc(): Promise<GcOutcome> {
+    // A standard IPAM plugin does not say what it releases; libcni DELs the attachments it
     // has cached before GC, which removes their host objects.
     await execIpamPlugin(this.#type, "GC", this.#stdin, this.#env.path);
-    return [];
+    return { released: [], failed: [] };
   }
 
   async status(): Promise<void> {

@@ -76,7 +76,7 @@ export interface RuntimeFields {
   prevResult?: CniResult;
   /** Pod annotations from the `io.kubernetes.cri.pod-annotations` capability. */
   annotations?: Record<string, string>;
-  /** GC's `cni.dev/valid-attachments`; absent means none are valid. */
+  /** GC's `cni.dev/valid-attachments` (`null` reads as []); absent means no list was sent. */
   validAttachments?: ValidAttachment[];
 }
 
@@ -212,11 +212,13 @@ function runtimeFields(raw: Record<string, unknown>, cniVersion: string): Runtim
     out.annotations = rc[POD_ANNOTATIONS_CAPABILITY];
   }
   // libcni sets both keys (an earlier spec text used the second); either may come alone.
-  const valid = raw["cni.dev/valid-attachments"] ?? raw["cni.dev/attachments"];
-  if (valid !== undefined && valid !== null) {
-    const key = raw["cni.dev/valid-attachments"] !== undefined
-      ? "cni.dev/valid-attachments"
-      : "cni.dev/attachments";
+  // libcni encodes "no attachment is valid" as null; an absent key is no list at all.
+  const key = "cni.dev/valid-attachments" in raw
+    ? "cni.dev/valid-attachments"
+    : "cni.dev/attachments";
+  const valid = raw[key];
+  if (valid === null) out.validAttachments = [];
+  else if (valid !== undefined) {
     out.validAttachments = validAttachmentsParser(valid, key).map((a) => ({
       containerId: a.containerID,
       ifName: a.ifname,

@@ -11,7 +11,8 @@
  * | 102  | DAEMON_PROTOCOL     | the IPAM daemon answered outside the plugin↔daemon protocol       |
  * | 103  | IPAM_PLUGIN_FAILED  | a delegated IPAM plugin failed without a CNI error of its own     |
  * | 104  | RESERVATION_MISMATCH| CHECK: the daemon holds another address than `prevResult` shows   |
- * | 105  | NO_IPV4_ADDRESS     | the IPAM result holds no IPv4 address for the pod                  |
+ * | 105  | NO_IPV4_ADDRESS     | the IPAM result holds no IPv4 address a pod may have              |
+ * | 106  | ATTACHMENT_EXISTS   | ADD for an attachment that already holds an address (no DEL)      |
  * | 999  | INTERNAL            | an unexpected exception (a bug); `details` holds the stack        |
  *
  * @module
@@ -49,8 +50,10 @@ export const ErrorCode = {
   IPAM_PLUGIN_FAILED: 103,
   /** CHECK: reservation and prevResult disagree. */
   RESERVATION_MISMATCH: 104,
-  /** The IPAM result has no IPv4 address. */
+  /** The IPAM result has no IPv4 address a pod may have. */
   NO_IPV4_ADDRESS: 105,
+  /** ADD for an attachment that already holds an address: the spec wants DEL first. */
+  ATTACHMENT_EXISTS: 106,
   /** An unexpected exception. */
   INTERNAL: 999,
 } as const;

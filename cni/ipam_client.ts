@@ -14,6 +14,7 @@ import {
   type IpamCheckRequest,
   type IpamDelRequest,
   type IpamGcRequest,
+  type IpamStaleRequest,
   type IpamStatusRequest,
   type IpamStatusResponse,
   type PodAllocation,
@@ -58,6 +59,9 @@ const parseAllocation: Parser<PodAllocation> = obj({
   eni: parseEni,
   vpcCidrs: arr(ipv4Cidr),
   nodeIps: arr(ipv4),
+  nodeEniMacs: optional(
+    arr(str({ pattern: /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/, hint: "a lower-case MAC address" })),
+  ),
 });
 
 const parseStatus: Parser<IpamStatusResponse> = (v, p) => {
@@ -101,6 +105,12 @@ export class IpamClient {
   gc(req: Unversioned<IpamGcRequest>): PodAllocation[] {
     const body = this.#post(req);
     return this.#parse(arr(parseAllocation), body.released, "released");
+  }
+
+  /** Lists the reservations GC would release, releasing none (GC's first half). */
+  stale(req: Unversioned<IpamStaleRequest>): PodAllocation[] {
+    const body = this.#post(req);
+    return this.#parse(arr(parseAllocation), body.stale, "stale");
   }
 
   /** Asks whether an ADD could be served now (STATUS). */

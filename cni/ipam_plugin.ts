@@ -12,6 +12,7 @@ import { IpamClient } from "./ipam_client.ts";
 import type { PluginLogger } from "./log.ts";
 import { formatResult } from "./result.ts";
 import { checkStatus } from "./status.ts";
+import { requireValidAttachments } from "./gc_input.ts";
 import { hasCheck, hasGcAndStatus } from "./versions.ts";
 
 /** What an IPAM-role verb needs. */
@@ -88,7 +89,7 @@ export async function runIpamVerb(
         await client.gc({
           op: "gc",
           network: config.name,
-          validAttachments: config.validAttachments ?? [],
+          validAttachments: requireValidAttachments(config.validAttachments),
         });
         return undefined;
       case "STATUS":

@@ -59,6 +59,18 @@ export interface IpamGcRequest {
   validAttachments: { containerId: string; ifName: string }[];
 }
 
+/**
+ * GC, first half: which reservations of `network` are not in `validAttachments`. Releases
+ * nothing: the plugin removes each one's host objects, then DELs it, so no address goes
+ * back to the pool while objects still point at it.
+ */
+export interface IpamStaleRequest {
+  version: typeof IPAM_PROTOCOL_VERSION;
+  op: "stale";
+  network: string;
+  validAttachments: { containerId: string; ifName: string }[];
+}
+
 /** STATUS: could an ADD be served right now? */
 export interface IpamStatusRequest {
   version: typeof IPAM_PROTOCOL_VERSION;
@@ -73,6 +85,7 @@ export type IpamRequest =
   | IpamDelRequest
   | IpamCheckRequest
   | IpamGcRequest
+  | IpamStaleRequest
   | IpamStatusRequest;
 
 /** The ENI that owns a pod's address, as the datapath needs it. */
@@ -109,6 +122,12 @@ export interface PodAllocation extends AttachmentKey {
   vpcCidrs: string[];
   /** The node's own addresses (primary ENI), for the pod → node routes of ipvlan. */
   nodeIps: string[];
+  /**
+   * MACs (lower case) of every ENI attached to the node, the daemon's and others'. The
+   * datapath never deletes, renames or changes a link with one of them, in any netns.
+   * Optional for compatibility with daemons that do not send it.
+   */
+  nodeEniMacs?: string[];
 }
 
 /** Answer to ADD and CHECK. */
@@ -127,6 +146,12 @@ export interface IpamReleaseResponse {
 export interface IpamGcResponse {
   ok: true;
   released: PodAllocation[];
+}
+
+/** Answer to the `stale` request: reservations GC would release, none released. */
+export interface IpamStaleResponse {
+  ok: true;
+  stale: PodAllocation[];
 }
 
 /** Answer to STATUS. */
@@ -156,5 +181,6 @@ export type IpamResponse =
   | IpamAllocationResponse
   | IpamReleaseResponse
   | IpamGcResponse
+  | IpamStaleResponse
   | IpamStatusResponse
   | IpamErrorResponse;

@@ -6,16 +6,17 @@
  * @module
  */
 import * as datapath from "./datapath/mod.ts";
-import { DatapathInputError } from "./datapath/errors.ts";
+import { DatapathInputError, UnusableAddressError } from "./datapath/errors.ts";
 import { type DatapathConfig, type PodAddress, VETH_POD_GATEWAY } from "./datapath/types.ts";
 import type { MainPluginConfig } from "./config.ts";
 import type { CniEnv } from "./env.ts";
 import { CniError, ErrorCode } from "./errors.ts";
 import type { PluginLogger } from "./log.ts";
 import { type AddressSource, addressSource } from "./address_source.ts";
-import { type CniResult, formatResult, mergeDns } from "./result.ts";
+import { type CniResult, formatResult, mergeDns, mergeResults } from "./result.ts";
 import { Rollback } from "./rollback.ts";
 import { hasCheck, hasGcAndStatus } from "./versions.ts";
+import { requireValidAttachments } from "./gc_input.ts";
 
 /** What a main-plugin verb needs. */
 export interface MainInvocation {
@@ -36,33 +37,67 @@ export function netnsExists(path: string): boolean {
   }
 }
 
-function datapathConfig(config: MainPluginConfig, nodeIps: string[]): DatapathConfig {
+function datapathConfig(
+  config: MainPluginConfig,
+  nodeIps: string[],
+  eniMacs?: string[],
+): DatapathConfig {
   return {
     kind: config.datapath,
     mtu: config.mtu,
     serviceCidrs: config.serviceCidrs,
     nodeIps: config.nodeIps.length > 0 ? config.nodeIps : nodeIps,
     hostVethPrefix: config.hostVethPrefix,
+    eniMacs,
   };
 }
 
+/** The datapath steps, and what each one's failure leaves behind and asks of the user. */
+const STEP_ADVICE: Record<"attach" | "detach" | "check", string> = {
+  attach: "ADD removed what it had made and released the address; " +
+    "'vpcni doctor datapath' shows the node's side; the runtime retries the pod",
+  detach: "the reservation is kept so the address is not handed out while objects may " +
+    "still point at it; the runtime retries DEL; 'vpcni doctor datapath' lists what is left",
+  check: "nothing was changed; 'vpcni doctor datapath' shows the node's side",
+};
+
 /**
- * Runs a datapath call. Input the datapath refuses before touching anything becomes code 7;
- * kernel failures become code 100 naming the step.
+ * Runs a datapath call for `pod`. An address no pod may have becomes code 105; other input
+ * the datapath refuses before touching anything becomes code 7; kernel failures become
+ * code 100 naming the step. `details` says what was tried and what to do, never a stack.
  */
-async function datapathStep<T>(kind: string, what: string, fn: () => T | Promise<T>): Promise<T> {
+async function datapathStep<T>(
+  kind: string,
+  what: keyof typeof STEP_ADVICE,
+  pod: { containerId: string; ifName: string; netns?: string },
+  fn: () => T | Promise<T>,
+): Promise<T> {
+  const tried = `${what} of container ${pod.containerId} interface ${pod.ifName}` +
+    (pod.netns ? ` in ${pod.netns}` : "") + ` with the ${kind} datapath`;
   try {
     return await fn();
   } catch (e) {
     if (e instanceof CniError) throw e;
     const err = e as Error;
+    if (e instanceof UnusableAddressError) {
+      throw new CniError(
+        ErrorCode.NO_IPV4_ADDRESS,
+        `the IPAM result gives the pod ${err.message}`,
+        `tried: ${tried}; nothing was wired and the reservation is released; ` +
+          "make the IPAM range hand out only addresses of the pod subnet",
+      );
+    }
     if (e instanceof DatapathInputError) {
-      throw new CniError(ErrorCode.INVALID_CONFIG, `invalid network configuration: ${err.message}`);
+      throw new CniError(
+        ErrorCode.INVALID_CONFIG,
+        `invalid network configuration: ${err.message}`,
+        `tried: ${tried}; nothing was changed`,
+      );
     }
     throw new CniError(
       ErrorCode.DATAPATH_FAILED,
       `${kind} datapath: ${what} failed: ${err.message}`,
-      err.stack,
+      `tried: ${tried}; ${STEP_ADVICE[what]}`,
     );
   }
 }
@@ -95,7 +130,7 @@ export async function cmdAdd(inv: MainInvocation): Promise<Record<string, unknow
     rollback.push("IP reservation", () => source.release());
     log.debug("reserved", { ip: reservation.address.ip });
 
-    const dp = datapathConfig(config, reservation.nodeIps);
+    const dp = datapathConfig(config, reservation.nodeIps, reservation.nodeEniMacs);
     const pod = {
       containerId: env.containerId!,
       ifName: env.ifName!,
@@ -104,16 +139,22 @@ export async function cmdAdd(inv: MainInvocation): Promise<Record<string, unknow
     };
     // attachPod undoes its own partial work when it throws; only a completed attachment
     // is ours to remove (a pre-existing interface of the same name must survive).
-    const attached = await datapathStep(dp.kind, "attach", () => datapath.attachPod(dp, pod));
+    const attached = await datapathStep(
+      dp.kind,
+      "attach",
+      pod,
+      () => datapath.attachPod(dp, pod),
+    );
     rollback.push("datapath", () => datapath.detachPod(dp, pod));
 
-    const result: CniResult = {
+    const own: CniResult = {
       interfaces: attached.interfaces,
       ips: attached.ips,
       routes: attached.routes,
       dns: mergeDns(config.dns, reservation.dns),
     };
-    const out = formatResult(result, config.cniVersion);
+    // In a chain, the earlier plugins' interfaces, addresses, routes and DNS pass through.
+    const out = formatResult(mergeResults(config.prevResult, own), config.cniVersion);
     rollback.commit();
     log.info("added", { ip: reservation.address.ip });
     return out;
@@ -148,34 +189,43 @@ function prevResultAddress(config: MainPluginConfig, env: CniEnv): PodAddress | 
  * DEL: tear down whatever exists, then release the reservation. A missing netns, link or
  * reservation is success. A datapath failure keeps the reservation, so the address is
  * never handed out while objects still point at it; the runtime retries DEL.
+ *
+ * What is removed is what the attachment really holds: the daemon's reservation and the
+ * address the kernel routes to the attachment's host link. `prevResult` is only a fallback
+ * (a delegated IPAM plugin cannot be asked): it may be stale or name another pod's address,
+ * whose rules the datapath keeps while another attachment routes it.
  */
 export async function cmdDel(inv: MainInvocation): Promise<void> {
   const { config, env, log } = inv;
   const source = addressSource(config, env, inv.stdin);
   try {
-    // prevResult (libcni's cache) names the pod address; the datapath needs no more to
-    // find the pod's rules. Without it, ask the reservation.
-    let address = prevResultAddress(config, env);
-    if (!address) {
-      try {
-        address = await source.lookup();
-      } catch (e) {
-        log.warn("could not look up the reservation", { error: (e as Error).message });
-      }
+    let held;
+    try {
+      held = await source.lookup();
+    } catch (e) {
+      log.warn("could not look up the reservation", { error: (e as Error).message });
     }
+    const prev = prevResultAddress(config, env);
+    if (held && prev && prev.ip !== held.address.ip) {
+      log.warn(
+        "prevResult names another address than the attachment holds; removing the held one",
+        {
+          prevResult: prev.ip,
+          held: held.address.ip,
+        },
+      );
+    }
+    const address = held?.address ?? prev;
     const netns = env.netns && netnsExists(env.netns) ? env.netns : undefined;
-    const dp = datapathConfig(config, []);
-    await datapathStep(
+    const dp = datapathConfig(config, [], held?.nodeEniMacs);
+    const pod = { containerId: env.containerId!, ifName: env.ifName!, netns, address };
+    const skipped = await datapathStep(
       dp.kind,
       "detach",
-      () =>
-        datapath.detachPod(dp, {
-          containerId: env.containerId!,
-          ifName: env.ifName!,
-          netns,
-          address,
-        }),
+      pod,
+      () => datapath.detachPod(dp, pod),
     );
+    for (const s of skipped) log.warn("DEL left a link alone", { why: s });
     await source.release();
     log.info("deleted", { ip: address?.ip });
   } finally {
@@ -224,17 +274,8 @@ export async function cmdCheck(inv: MainInvocation): Promise<void> {
   try {
     const address = (await source.verify(expected.ip)) ?? expected;
     const dp = datapathConfig(config, []);
-    const problems = await datapathStep(
-      dp.kind,
-      "check",
-      () =>
-        datapath.checkPod(dp, {
-          containerId: env.containerId!,
-          ifName: env.ifName!,
-          netns,
-          address,
-        }),
-    );
+    const pod = { containerId: env.containerId!, ifName: env.ifName!, netns, address };
+    const problems = await datapathStep(dp.kind, "check", pod, () => datapath.checkPod(dp, pod));
     if (problems.length > 0) {
       throw new CniError(
         ErrorCode.CHECK_FAILED,
@@ -247,35 +288,42 @@ export async function cmdCheck(inv: MainInvocation): Promise<void> {
   }
 }
 
-/** GC: release reservations the runtime no longer lists. */
+/**
+ * GC: release the reservations the runtime no longer lists. Each stale attachment's host
+ * objects (its DEL never ran, or the runtime lost its cache) go first and its address after,
+ * as DEL does; an attachment whose objects could not be removed stays reserved.
+ * `cni.dev/valid-attachments` is required: a GC without it is malformed, not "none valid".
+ */
 export async function cmdGc(inv: MainInvocation): Promise<void> {
   requireVersion(inv.config, "GC", hasGcAndStatus(inv.config.cniVersion));
+  const valid = requireValidAttachments(inv.config.validAttachments);
+  const dp = datapathConfig(inv.config, []);
   const source = addressSource(inv.config, inv.env, inv.stdin);
-  let released;
+  let outcome;
   try {
-    released = await source.gc();
+    outcome = await source.gc(valid, async (a) => {
+      const pod = { containerId: a.containerId, ifName: a.ifName, address: a.address };
+      const podDp = { ...dp, eniMacs: a.nodeEniMacs };
+      const skipped = await datapathStep(
+        dp.kind,
+        "detach",
+        pod,
+        () => datapath.detachPod(podDp, pod),
+      );
+      for (const s of skipped) inv.log.warn("GC left a link alone", { why: s });
+    });
   } finally {
     source.close();
   }
-  // An attachment the runtime no longer lists may still have its host veth and rules (its
-  // DEL never ran, or the runtime lost its cache): remove them with the reservation.
-  const dp = datapathConfig(inv.config, []);
-  const failed: string[] = [];
-  for (const r of released) {
-    try {
-      await datapathStep(dp.kind, "detach", () => datapath.detachPod(dp, r));
-      inv.log.info("gc: removed", { containerId: r.containerId, ip: r.address.ip });
-    } catch (e) {
-      failed.push(
-        `${r.containerId.slice(0, 12)}/${r.ifName} (${r.address.ip}): ${(e as Error).message}`,
-      );
-    }
+  for (const r of outcome.released) {
+    inv.log.info("gc: removed", { containerId: r.containerId, ip: r.address.ip });
   }
-  if (failed.length) {
+  if (outcome.failed.length) {
     throw new CniError(
       ErrorCode.IO_FAILURE,
-      `GC released ${released.length} reservations but could not remove the host objects of ${failed.length}`,
-      failed.join("; "),
+      `GC released ${outcome.released.length} reservations and kept ${outcome.failed.length} ` +
+        "whose host objects could not be removed",
+      `${outcome.failed.join("; ")}; they stay reserved until a later GC removes them`,
     );
   }
 }

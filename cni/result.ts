@@ -122,7 +122,8 @@ export function parseResult(
   const interfaces = (r.interfaces ?? []).map((i) => compact(i));
   const ips = (r.ips ?? []).map((ip, n) => {
     const family = ip.address.includes(":") ? "6" : "4";
-    if (ip.version !== undefined && ip.version !== family) {
+    // libcni writes "version": "" for a 0.x address whose plugin left the field out.
+    if (ip.version !== undefined && ip.version !== "" && ip.version !== family) {
       throw new CniError(
         ErrorCode.INVALID_CONFIG,
         `invalid network configuration: ${path}.ips[${n}].version is "${ip.version}" but ${ip.address} is IPv${family}`,
@@ -205,6 +206,30 @@ export function firstIpv4(
     return { ip, prefixLen: Number(len), gateway: a.gateway };
   }
   return undefined;
+}
+
+/**
+ * The result of a plugin that ran after others in a chain: `prev` (the earlier plugins'
+ * result) passed through with `own` appended. `own`'s `ips[].interface` indexes are moved
+ * past `prev`'s interfaces so they still name `own`'s interfaces; routes are concatenated;
+ * DNS fields `own` sets win, the rest come from `prev`.
+ */
+export function mergeResults(prev: CniResult | undefined, own: CniResult): CniResult {
+  if (!prev) return own;
+  const shift = prev.interfaces.length;
+  const merged: CniResult = {
+    interfaces: [...prev.interfaces, ...own.interfaces],
+    ips: [
+      ...prev.ips,
+      ...own.ips.map((ip) =>
+        ip.interface === undefined ? ip : { ...ip, interface: ip.interface + shift }
+      ),
+    ],
+    routes: [...prev.routes, ...own.routes],
+  };
+  const dns = mergeDns(own.dns, prev.dns);
+  if (dns) merged.dns = dns;
+  return merged;
 }
 
 /** Merges two DNS settings; fields of `primary` win. */

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { type CniResult, firstIpv4, formatResult, mergeDns, parseResult } from "./result.ts";
+import {
+  type CniResult,
+  firstIpv4,
+  formatResult,
+  mergeDns,
+  mergeResults,
+  parseResult,
+} from "./result.ts";
 import { CniError } from "./errors.ts";
 
 const model: CniResult = {
@@ -114,4 +121,61 @@ Deno.test("mergeDns prefers the network config and falls back to IPAM", () => {
     search: ["a"],
   });
   assert.equal(mergeDns(undefined, {}), undefined);
+});
+
+// A chain's earlier result: loopback's interface and addresses, a route and DNS.
+const earlier: CniResult = {
+  interfaces: [{ name: "lo", mac: "00:00:00:00:00:00", sandbox: "/run/netns/p" }],
+  ips: [{ address: "127.0.0.1/8", interface: 0 }, { address: "::1/128", interface: 0 }],
+  routes: [{ dst: "10.96.0.0/12" }],
+  dns: { nameservers: ["10.0.0.2"], search: ["svc.local"] },
+};
+
+Deno.test("mergeResults without a prevResult is the plugin's own result", () => {
+  assert.deepEqual(mergeResults(undefined, model), model);
+});
+
+for (const v of ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]) {
+  Deno.test(`mergeResults ${v}: earlier plugins' entries first, own indexes re-based`, () => {
+    const prev = parseResult({ cniVersion: v, ...formatResult(earlier, v) }, "prevResult");
+    const own: CniResult = { ...model, dns: { domain: "pods.local", search: ["own.local"] } };
+    const out = formatResult(mergeResults(prev.result, own), v) as {
+      interfaces: { name: string }[];
+      ips: { address: string; interface?: number }[];
+      routes: { dst: string }[];
+      dns: Record<string, unknown>;
+    };
+    assert.deepEqual(out.interfaces.map((i) => i.name), ["lo", "vpc0123456789a", "eth0"]);
+    assert.deepEqual(out.ips.map((ip) => [ip.address, ip.interface]), [
+      ["127.0.0.1/8", 0],
+      ["::1/128", 0],
+      ["10.0.1.23/32", 2],
+    ]);
+    assert.equal(out.interfaces[out.ips[2].interface!].name, "eth0");
+    assert.deepEqual(out.routes.map((r) => r.dst), ["10.96.0.0/12", "0.0.0.0/0"]);
+    // Fields the plugin sets win; the rest come through from the chain.
+    assert.deepEqual(out.dns, {
+      nameservers: ["10.0.0.2"],
+      domain: "pods.local",
+      search: ["own.local"],
+    });
+  });
+}
+
+Deno.test("mergeResults keeps an address without an interface index as it is", () => {
+  const out = mergeResults(earlier, {
+    interfaces: [],
+    ips: [{ address: "10.0.1.5/24" }],
+    routes: [],
+  });
+  assert.deepEqual(out.ips[2], { address: "10.0.1.5/24" });
+});
+
+Deno.test('parseResult accepts the "version": "" libcni writes for an unversioned 0.x address', () => {
+  const { result } = parseResult({
+    cniVersion: "0.4.0",
+    interfaces: [{ name: "lo" }],
+    ips: [{ version: "", address: "127.0.0.1/8", interface: 0 }],
+  }, "prevResult");
+  assert.deepEqual(result.ips, [{ address: "127.0.0.1/8", interface: 0 }]);
 });

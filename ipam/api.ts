@@ -42,6 +42,12 @@ export const ipamRequestSchema = z.discriminatedUnion("op", [
     network: z.string().min(1),
     validAttachments: z.array(z.object({ containerId: z.string(), ifName: z.string() })),
   }),
+  z.object({
+    version: key.version,
+    op: z.literal("stale"),
+    network: z.string().min(1),
+    validAttachments: z.array(z.object({ containerId: z.string(), ifName: z.string() })),
+  }),
   z.object({ version: key.version, op: z.literal("status"), pool: z.string().optional() }),
 ]);
 
@@ -68,6 +74,8 @@ export async function handleIpamRequest(
     }
     case "gc":
       return { ok: true, released: await pools.gc(req.network, req.validAttachments) };
+    case "stale":
+      return { ok: true, stale: pools.stale(req.network, req.validAttachments) };
     case "status":
       return pools.status(req.pool);
   }

@@ -219,6 +219,7 @@ async function startLocked(
     securityGroups,
     vpcCidrs: node.vpcCidrs,
     nodeIps: primary.localIpv4s.slice(0, 1),
+    nodeEniMacs: node.enis.map((e) => e.mac),
     save: () => writer.save(),
   });
   await writer.save(); // the reconciled state is the new truth

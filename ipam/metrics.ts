@@ -39,7 +39,7 @@ export const METRIC_DOCS: [string, string][] = [
   ["vpcni_pool_exhausted_total{pool,reason}", "times growth was refused for that reason"],
   [
     "vpcni_ipam_adds_total{pool,result}",
-    "ADDs; result = fast | waited | idempotent | no_ip",
+    "ADDs; result = fast | waited | duplicate | no_ip",
   ],
   ["vpcni_ipam_dels_total{pool}", "DELs that released an address"],
   ["vpcni_ipam_add_wait_seconds{pool}", "histogram of how long ADDs waited for the pool to grow"],

@@ -7,6 +7,7 @@
  * @module
  */
 import type { IpamAddRequest, IpamResponse, PodAllocation } from "../cni/ipam_protocol.ts";
+import { ErrorCode } from "../cni/errors.ts";
 import { cloudErrorCode } from "./cloud.ts";
 import { defaultPoolName, type PoolConfig, type SubnetChoice, subnetChoice } from "./config.ts";
 import type { AllocationRecord } from "./checkpoint.ts";
@@ -52,6 +53,8 @@ export interface PoolManagerOptions {
   securityGroups: Map<string, string[]>;
   vpcCidrs: string[];
   nodeIps: string[];
+  /** MACs of the node's ENIs as IMDS listed them at start (foreign ones included). */
+  nodeEniMacs?: string[];
   save: () => Promise<void>;
 }
 
@@ -91,16 +94,33 @@ export class PoolManager {
     return choosePool(annotations, this.pools, this.ctx);
   }
 
-  /** ADD: the same answer for the same attachment; never the same address twice. */
+  /**
+   * ADD: a new address for a new attachment; never the same address twice. An ADD for an
+   * attachment that already holds an address (or is being served right now) is refused
+   * with code 106 and changes nothing: the CNI spec makes a second
+   * ADD without a DEL an error, and an answer handing the held address out again would let
+   * the caller's rollback (its DEL) free an address a running pod still uses.
+   */
   add(req: IpamAddRequest): Promise<IpamResponse> {
     const key = attachmentKey(req);
     const existing = this.ctx.state.allocations.get(key);
-    if (existing) {
-      this.ctx.metrics.adds.inc({ pool: existing.pool, result: "idempotent" });
-      return Promise.resolve({ ok: true, allocation: this.podAllocation(existing) });
+    if (existing || this.#inflight.has(key)) {
+      const pool = existing?.pool ?? "";
+      this.ctx.metrics.adds.inc({ pool, result: "duplicate" });
+      log.warn("refused a second ADD of {containerId}/{ifName}: it already holds {ip}", {
+        containerId: req.containerId,
+        ifName: req.ifName,
+        ip: existing?.ip ?? "an address being reserved",
+      });
+      return Promise.resolve({
+        ok: false,
+        code: ErrorCode.ATTACHMENT_EXISTS,
+        msg: `container ${req.containerId} interface ${req.ifName} on network ${req.network} ` +
+          `already holds ${existing?.ip ?? "an address being reserved"}`,
+        details: "a second ADD without a DEL is refused and the held address is kept; " +
+          "DEL the attachment first to give it a new address",
+      });
     }
-    const running = this.#inflight.get(key);
-    if (running) return running;
     const p = this.#add(req).finally(() => this.#inflight.delete(key));
     this.#inflight.set(key, p);
     return p;
@@ -219,6 +239,21 @@ export class PoolManager {
     return a;
   }
 
+  /** The attachments of `network` not in `valid`: what GC would release (nothing is). */
+  stale(network: string, valid: { containerId: string; ifName: string }[]): PodAllocation[] {
+    const keep = new Set(valid.map((v) => attachmentKey({ network, ...v })));
+    return [...this.ctx.state.allocations].filter(([key, a]) =>
+      a.network === network && !keep.has(key)
+    ).map(([, a]) => this.podAllocation(a));
+  }
+
+  /** MACs of every ENI on the node: those IMDS listed at start and those managed now. */
+  nodeEniMacs(): string[] {
+    const macs = new Set((this.#o.nodeEniMacs ?? []).map((m) => m.toLowerCase()));
+    for (const e of this.ctx.state.enis.values()) if (e.mac) macs.add(e.mac.toLowerCase());
+    return [...macs].sort();
+  }
+
   /** GC: releases every attachment of `network` not in `valid`. */
   async gc(network: string, valid: { containerId: string; ifName: string }[]) {
     const keep = new Set(valid.map((v) => attachmentKey({ network, ...v })));
@@ -255,6 +290,7 @@ export class PoolManager {
       },
       vpcCidrs: this.#o.vpcCidrs,
       nodeIps: this.#o.nodeIps,
+      nodeEniMacs: this.nodeEniMacs(),
     };
   }
 

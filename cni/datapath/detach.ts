@@ -17,6 +17,7 @@ import {
   netnsExists,
 } from "../../netlink/mod.ts";
 import { DatapathError } from "./errors.ts";
+import { untouchableReason } from "./guard.ts";
 import { RULE_PRIORITY_FROM_POD, RULE_PRIORITY_TO_POD } from "./types.ts";
 
 function ignoreMissing(what: string, fn: () => void): void {
@@ -27,41 +28,73 @@ function ignoreMissing(what: string, fn: () => void): void {
   }
 }
 
-/** The pod IP the host veth routes to (its `ip/32` in main), if the veth is still there. */
-export function podIpOfHostVeth(host: NetlinkSocket, hostVeth: string): string | undefined {
+/**
+ * The pod IP the host veth routes to (its `ip/32` in main), if the veth is still there and
+ * is one the datapath made.
+ */
+export function podIpOfHostVeth(
+  host: NetlinkSocket,
+  hostVeth: string,
+  eniMacs: Set<string> = new Set(),
+): string | undefined {
   const link = findLink(host, hostVeth);
-  if (!link) return undefined;
+  if (!link || link.kind !== "veth" || untouchableReason(link, eniMacs)) return undefined;
   const r = listRoutes(host, { table: MAIN_TABLE, family: 4, dev: link.index })
     .find((r) => r.dst.endsWith("/32") && !r.gateway);
   return r?.dst.slice(0, -3);
 }
 
-/** Deletes the pod-side links named `names` in the pod netns, if it still exists. */
+/**
+ * Deletes `name` unless it is missing or not the datapath's to delete (an ENI's MAC, a kind
+ * the datapath never makes); returns why it was left alone, if it was.
+ */
+function deleteOwnLink(
+  s: NetlinkSocket,
+  side: string,
+  name: string,
+  eniMacs: Set<string>,
+): string[] {
+  const link = findLink(s, name);
+  if (!link) return [];
+  const why = untouchableReason(link, eniMacs);
+  if (why) return [`${side}: left ${name} alone: ${why}`];
+  // By index: the link found is the one checked.
+  ignoreMissing(`${side}: delete link ${name}`, () => deleteLink(s, link.index));
+  return [];
+}
+
+/**
+ * Deletes the pod-side links named `names` in the pod netns, if it still exists; returns
+ * the links left alone because they are not the datapath's (see {@linkcode deleteOwnLink}).
+ */
 export function deletePodLinks(
   netns: string | undefined,
   names: string[],
   open: (p: string) => NetlinkSocket,
-): void {
-  if (!netns || !netnsExists(netns)) return;
+  eniMacs: Set<string> = new Set(),
+): string[] {
+  if (!netns || !netnsExists(netns)) return [];
   let pod: NetlinkSocket;
   try {
     pod = open(netns);
   } catch (e) {
-    if (isNotFound(e)) return; // the netns went away under us
+    if (isNotFound(e)) return []; // the netns went away under us
     throw new DatapathError(`pod: open netns ${netns}`, e);
   }
   try {
-    for (const name of names) {
-      ignoreMissing(`pod: delete link ${name}`, () => deleteLink(pod, name));
-    }
+    return names.flatMap((name) => deleteOwnLink(pod, "pod", name, eniMacs));
   } finally {
     pod.close();
   }
 }
 
-/** Deletes the host veth. */
-export function deleteHostVeth(host: NetlinkSocket, hostVeth: string): void {
-  ignoreMissing(`host: delete link ${hostVeth}`, () => deleteLink(host, hostVeth));
+/** Deletes the host veth unless it is not the datapath's; returns why it was left alone. */
+export function deleteHostVeth(
+  host: NetlinkSocket,
+  hostVeth: string,
+  eniMacs: Set<string> = new Set(),
+): string[] {
+  return deleteOwnLink(host, "host", hostVeth, eniMacs);
 }
 
 /**

@@ -26,3 +26,12 @@ export class DatapathError extends Error {
     this.name = "DatapathError";
   }
 }
+
+/** The pod's address is one no pod may have (loopback, broadcast, the node's own, …). */
+export class UnusableAddressError extends DatapathInputError {
+  /** `reason` says what the address is, e.g. "a loopback address (127.0.0.0/8)". */
+  constructor(readonly ip: string, readonly reason: string) {
+    super(`${ip} is ${reason}; no pod may have it`);
+    this.name = "UnusableAddressError";
+  }
+}

@@ -1,6 +1,6 @@
 /**
- * Host-level setup shared by every pod of an ENI: forwarding, the ENI link (up, MTU), and
- * its route table T(E). Idempotent: it reads first and changes only what differs, so ADD can
+ * Host-level setup shared by every pod of an ENI: forwarding, the ENI link (up; its MTU is
+ * never changed), and its route table T(E). Idempotent: it reads first and changes only what differs, so ADD can
  * call it every time.
  *
  * @module
@@ -19,7 +19,6 @@ import {
   type NetlinkSocket,
   readSysctl,
   replaceRoute,
-  setLinkMtu,
   setLinkUp,
   writeSysctl,
 } from "../../netlink/mod.ts";
@@ -107,9 +106,9 @@ export function eniTableRoutes(eni: EniInfo, linkName: string): PlannedRoute[] {
 }
 
 /**
- * Brings the ENI link up with the right MTU and fills T(E). `needMtu` is the least MTU the
- * link must have: secondary ENIs are set to exactly `cfg.mtu`, the primary (which carries
- * the node's own traffic) is only ever raised, and only when ipvlan slaves need it.
+ * Brings the ENI link up and fills T(E). Its MTU is left as it is: the link is shared by
+ * every pod of the ENI (and, for the primary, the node itself), so no pod's configuration
+ * changes it; pods get at most the link's MTU instead.
  */
 export function ensureEni(s: NetlinkSocket, cfg: DatapathConfig, eni: DatapathEni): Link {
   const link = eniLink(s, eni);
@@ -121,10 +120,6 @@ export function ensureEni(s: NetlinkSocket, cfg: DatapathConfig, eni: DatapathEn
       throw new DatapathError(`host: ${what} ${link.name} (${eni.id})`, e);
     }
   };
-  const wantMtu = primary
-    ? (cfg.kind === "veth" ? link.mtu : Math.max(link.mtu, cfg.mtu))
-    : cfg.mtu;
-  if (link.mtu !== wantMtu) step(`set MTU ${wantMtu} on`, () => setLinkMtu(s, link.index, wantMtu));
   if (!link.up) step("set up", () => setLinkUp(s, link.index));
   for (const [key, value] of eniLinkSysctls(cfg, link.name)) {
     if (readSysctl(key) !== value) {
@@ -173,14 +168,14 @@ export function ensureEni(s: NetlinkSocket, cfg: DatapathConfig, eni: DatapathEn
       }
     }
   }
-  return { ...link, mtu: wantMtu, up: true };
+  return { ...link, up: true };
 }
 
 /**
  * The ipvlan parent: the ENI's link, else `address.master`, else the link of the main
- * table's default route. Its MTU must allow the pod's.
+ * table's default route. The pod's MTU is bounded by the parent's (cni/datapath/mod.ts).
  */
-export function resolveParent(s: NetlinkSocket, cfg: DatapathConfig, a: PodAddress): Link {
+export function resolveParent(s: NetlinkSocket, a: PodAddress): Link {
   let link: Link | undefined;
   if (a.eni) link = eniLink(s, a.eni);
   else if (a.master) {
@@ -196,11 +191,6 @@ export function resolveParent(s: NetlinkSocket, cfg: DatapathConfig, a: PodAddre
         "no ENI and no master given, and the host has no default route to take the ipvlan parent from",
       );
     }
-  }
-  if (link.mtu < cfg.mtu) {
-    throw new DatapathInputError(
-      `ipvlan parent ${link.name} has MTU ${link.mtu}, below the configured mtu ${cfg.mtu}`,
-    );
   }
   return link;
 }

@@ -17,7 +17,7 @@ import {
 import { applyPlan, type Sockets } from "./apply.ts";
 import { checkPlan, routeProblem } from "./check.ts";
 import { deleteHostVeth, deletePodLinks, deletePodRules, podIpOfHostVeth } from "./detach.ts";
-import { DatapathError, DatapathInputError } from "./errors.ts";
+import { DatapathError, DatapathInputError, UnusableAddressError } from "./errors.ts";
 import {
   eniAddress,
   eniLink,
@@ -29,6 +29,8 @@ import {
   nodeIpsOf,
   resolveParent,
 } from "./host.ts";
+import { isIpv4 } from "../../netlink/ipv4.ts";
+import { isNodeAddress, macSet, refuseOwnNetns, unusableAddressReason } from "./guard.ts";
 import { hostVethName, podTempName } from "./naming.ts";
 import { type HostFacts, type Plan, planAttachment } from "./plan.ts";
 import type {
@@ -41,7 +43,8 @@ import type {
 import { validateAttachment, validateConfig, validateDetachment } from "./validate.ts";
 
 export * from "./types.ts";
-export { DatapathError, DatapathInputError } from "./errors.ts";
+export { DatapathError, DatapathInputError, UnusableAddressError } from "./errors.ts";
+export { isOwnNetns, unusableAddressReason } from "./guard.ts";
 export { hostVethName } from "./naming.ts";
 
 function openPod(netns: string): NetlinkSocket {
@@ -54,6 +57,7 @@ function openPod(netns: string): NetlinkSocket {
 }
 
 function withSockets<T>(netns: string, fn: (s: Sockets) => T): T {
+  refuseOwnNetns(netns, "wiring a pod into it");
   const host = NetlinkSocket.open();
   try {
     const pod = openPod(netns);
@@ -69,7 +73,7 @@ function withSockets<T>(netns: string, fn: (s: Sockets) => T): T {
 
 function hostFacts(s: Sockets, cfg: DatapathConfig, pod: PodAttachment): HostFacts {
   if (cfg.kind === "veth") return { nodeIps: [] };
-  const parent = resolveParent(s.host, cfg, pod.address);
+  const parent = resolveParent(s.host, pod.address);
   return {
     parentIndex: parent.index,
     nodeIps: nodeIpsOf(s.host, cfg),
@@ -78,17 +82,46 @@ function hostFacts(s: Sockets, cfg: DatapathConfig, pod: PodAttachment): HostFac
 }
 
 /**
+ * The config with the pod's MTU bounded by the link its traffic leaves by: the ENI's link
+ * (or the ipvlan parent). A pod never gets more than that link carries, and the link is
+ * never changed for a pod.
+ */
+function boundedConfig(s: Sockets, cfg: DatapathConfig, pod: PodAttachment): DatapathConfig {
+  let bound: number | undefined;
+  if (pod.address.eni) bound = eniLink(s.host, pod.address.eni, 0).mtu;
+  else if (cfg.kind !== "veth") bound = resolveParent(s.host, pod.address).mtu;
+  return bound !== undefined && bound < cfg.mtu ? { ...cfg, mtu: bound } : cfg;
+}
+
+/** Refuses an address that is one of the node's own: giving it to a pod takes it away. */
+function refuseNodeAddress(s: Sockets, cfg: DatapathConfig, ip: string): void {
+  if (isNodeAddress(s.host, ip) || cfg.nodeIps.includes(ip)) {
+    throw new UnusableAddressError(ip, "one of the node's own addresses");
+  }
+}
+
+/**
  * ADD: wires the pod into the host with datapath `cfg.kind`. Host setup for the pod's ENI
- * is done first (idempotent, shared with other pods, never undone). On any failure
- * everything this call made for the pod is removed before the error is thrown.
+ * is done first (idempotent, shared with other pods, never undone; the ENI link's MTU is
+ * never changed, the pod gets at most that MTU). On any failure everything this call made
+ * for the pod is removed before the error is thrown. Refused before anything changes: an
+ * address no pod may have ({@linkcode UnusableAddressError}) and a pod netns that is the
+ * node's own.
  */
 export function attachPod(cfg: DatapathConfig, pod: PodAttachment): AttachResult {
   validateConfig(cfg);
+  // Before the shape checks, so such an address is named for what it is.
+  const unusable = typeof pod?.address?.ip === "string" && isIpv4(pod.address.ip)
+    ? unusableAddressReason(pod.address.ip, pod.address.prefixLen)
+    : undefined;
+  if (unusable) throw new UnusableAddressError(pod.address.ip, unusable);
   validateAttachment(pod);
   return withSockets(pod.netns, (s) => {
+    refuseNodeAddress(s, cfg, pod.address.ip);
     ensureHostSysctls();
     if (pod.address.eni) ensureEni(s.host, cfg, pod.address.eni);
-    const plan = planAttachment(cfg, pod, hostFacts(s, cfg, pod));
+    const podCfg = boundedConfig(s, cfg, pod);
+    const plan = planAttachment(podCfg, pod, hostFacts(s, podCfg, pod));
     applyPlan(plan, s);
     try {
       return resultOf(plan, s, pod.netns);
@@ -113,36 +146,58 @@ function resultOf(plan: Plan, s: Sockets, netns: string): AttachResult {
 
 /**
  * DEL: removes the pod's links (which take their addresses, routes and neighbours along)
- * and its host rules. Idempotent: a missing netns, link or rule is not an error. Without
- * `address`, the pod IP is read back from the host veth's route while it still exists.
+ * and its host rules. Idempotent: a missing netns, link or rule is not an error. The rules
+ * removed are those of the IP the host veth routes (read back while it still exists) and of
+ * `address`, each only when no other attachment routes that IP. A link with one of
+ * `cfg.eniMacs`, or of a kind the datapath never makes, is left alone; returns why, one
+ * line per link. A pod netns that is the node's own is refused before anything changes.
  */
-export function detachPod(cfg: DatapathConfig, pod: PodDetachment): void {
+export function detachPod(cfg: DatapathConfig, pod: PodDetachment): string[] {
   validateDetachment(pod);
+  refuseOwnNetns(pod.netns, "removing the pod's links from it");
   const hostVeth = hostVethName(cfg.hostVethPrefix, pod.containerId, pod.ifName);
+  const eniMacs = macSet(cfg.eniMacs);
+  const skipped: string[] = [];
   const host = NetlinkSocket.open();
   try {
-    const ip = pod.address?.ip ?? podIpOfHostVeth(host, hostVeth);
-    deletePodLinks(
-      pod.netns,
-      [pod.ifName, podTempName(pod.containerId, pod.ifName)],
-      (p) => NetlinkSocket.openIn(p),
+    // What the kernel routes to this attachment's host link is what it really holds; the
+    // address the caller names (a reservation, a prevResult) may be stale or another pod's.
+    const ips = new Set<string>();
+    const held = podIpOfHostVeth(host, hostVeth, eniMacs);
+    if (held) ips.add(held);
+    if (pod.address) ips.add(pod.address.ip);
+    skipped.push(
+      ...deletePodLinks(
+        pod.netns,
+        [pod.ifName, podTempName(pod.containerId, pod.ifName)],
+        (p) => NetlinkSocket.openIn(p),
+        eniMacs,
+      ),
     );
-    deleteHostVeth(host, hostVeth);
-    if (ip) deletePodRules(host, ip);
+    skipped.push(...deleteHostVeth(host, hostVeth, eniMacs));
+    // Each IP's rules go only when no other attachment routes that IP any more.
+    for (const ip of ips) deletePodRules(host, ip);
   } finally {
     host.close();
   }
+  return skipped;
 }
 
 /**
  * CHECK: every object the attachment should have, and the host setup of its ENI; returns
  * one line per problem, [] when healthy.
  */
-export function checkPod(cfg: DatapathConfig, pod: PodAttachment): string[] {
-  validateConfig(cfg);
+export function checkPod(config: DatapathConfig, pod: PodAttachment): string[] {
+  validateConfig(config);
   validateAttachment(pod);
   if (!netnsExists(pod.netns)) return [`pod: netns ${pod.netns} does not exist`];
   return withSockets(pod.netns, (s) => {
+    let cfg = config;
+    try {
+      cfg = boundedConfig(s, config, pod);
+    } catch {
+      // The ENI's link or the parent is missing: reported below.
+    }
     const problems: string[] = [];
     for (const [key, value] of HOST_SYSCTLS) {
       const v = readSysctl(key);
@@ -191,8 +246,8 @@ function checkEni(s: Sockets, cfg: DatapathConfig, eni: DatapathEni): string[] {
 }
 
 /**
- * Host setup, idempotent: forwarding on; with `eni`, its link up with the right MTU and
- * its table T(E) filled (primary ENI: main, nothing to add).
+ * Host setup, idempotent: forwarding on; with `eni`, its link up (MTU untouched) and its
+ * table T(E) filled (primary ENI: main, nothing to add).
  */
 export function prepareHost(cfg: DatapathConfig, eni?: DatapathEni): void {
   validateConfig(cfg);

@@ -19,7 +19,10 @@ export const DATAPATH_KINDS: readonly DatapathKind[] = ["ipvlan-l2", "ipvlan-l3s
 export interface DatapathConfig {
   /** Which datapath to build. */
   kind: DatapathKind;
-  /** MTU of the pod interface (and of the host veth; the ENI link for ipvlan). */
+  /**
+   * MTU of the pod interface and host veth, bounded by the MTU of the ENI's link (or the
+   * ipvlan parent): the datapath never changes that link's MTU for a pod.
+   */
   mtu: number;
   /** ipvlan: CIDRs routed over the unnumbered host veth (kube-proxy ClusterIPs). */
   serviceCidrs: string[];
@@ -27,6 +30,11 @@ export interface DatapathConfig {
   nodeIps: string[];
   /** Host-side link name prefix (default "vpc"); the name is prefix + 11 hex chars of a hash. */
   hostVethPrefix: string;
+  /**
+   * MACs of the node's ENIs (from the IPAM daemon). A link with one of them is never
+   * deleted, renamed or changed, in any netns, whatever its name.
+   */
+  eniMacs?: string[];
 }
 
 /**

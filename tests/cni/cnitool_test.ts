@@ -117,7 +117,7 @@ for (const version of ["1.1.0", "1.0.0", "0.4.0", "0.3.1"]) {
   });
 }
 
-Deno.test("cnitool gc: stale attachments are torn down and host-local GC runs", async () => {
+Deno.test("cnitool gc: libcni DELs its cached attachments, vpcni refuses a GC without the list", async () => {
   const node = await makeNode();
   try {
     const net = networkName("gc");
@@ -127,9 +127,12 @@ Deno.test("cnitool gc: stale attachments are torn down and host-local GC runs", 
     const add = await cnitool(node, conf, "add", net, pod);
     assert.equal(add.code, 0, add.stdout + add.stderr);
     assert.equal((await hostLocalReserved(node.dir, net)).length, 1);
-    // cnitool passes no valid attachments: everything of this network is stale.
+    // cnitool passes no GC arguments at all: libcni DELs every attachment it has cached
+    // (which tears this pod down), then sends GC without cni.dev/valid-attachments, which
+    // vpcni refuses rather than read as "none valid".
     const gc = await cnitool(node, conf, "gc", net, pod);
-    assert.equal(gc.code, 0, gc.stdout + gc.stderr);
+    assert.notEqual(gc.code, 0, gc.stdout + gc.stderr);
+    assert.match(gc.stdout + gc.stderr, /GC needs cni\.dev\/valid-attachments/);
     assert.deepEqual(await hostLocalReserved(node.dir, net), []);
     assert.deepEqual(await kernelState(node.node.name), before);
   } finally {

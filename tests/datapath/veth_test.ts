@@ -96,10 +96,11 @@ async function dump(ns: string): Promise<string> {
 
 const onNode = <T>(node: TestNetns, fn: () => T): T => inNetns(node.path, fn);
 
-/** The ENI's link on the node: a veth with the ENI's MAC, its far end `wire1`. */
-async function addEniLink(node: TestNetns): Promise<void> {
+/** The ENI's link on the node: a veth with the ENI's MAC and MTU 9001, its far end `wire1`. */
+async function addEniLink(node: TestNetns, mtu = 9001): Promise<void> {
   await sh(
-    ["ip", "link", "add", "eth1", "address", ENI1.mac, "type", "veth", "peer", "name", "wire1"],
+    ["ip", "link", "add", "eth1", "mtu", String(mtu), "address", ENI1.mac, "type", "veth"]
+      .concat(["peer", "name", "wire1", "mtu", String(mtu)]),
     { netns: node.name },
   );
 }

@@ -30,6 +30,10 @@ export interface StandinOptions {
   nodeIps?: string[];
   /** When false, STATUS reports that the pool cannot grow (default true). */
   canGrow?: boolean;
+  /** Device index of the ENI (default 0, the primary; others get table 100 + index). */
+  deviceIndex?: number;
+  /** Called with each request before it is answered (tests look at the kernel then). */
+  onRequest?: (req: IpamRequest) => void | Promise<void>;
 }
 
 /** A running stand-in. */
@@ -49,12 +53,12 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
   const eni: EniInfo = {
     id: "eni-0standin000000001",
     mac: opts.eniMac ?? "02:00:00:77:00:01",
-    deviceIndex: 0,
-    primary: true,
+    deviceIndex: opts.deviceIndex ?? 0,
+    primary: (opts.deviceIndex ?? 0) === 0,
     subnetId: "subnet-0standin00000001",
     subnetCidr,
     gateway,
-    routeTable: 100,
+    routeTable: 100 + (opts.deviceIndex ?? 0),
   };
   const reservations = new Map<string, PodAllocation>();
   const requests: IpamRequest[] = [];
@@ -68,7 +72,14 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
       case "add": {
         const k = `${req.network}/${req.containerId}/${req.ifName}`;
         const held = reservations.get(k);
-        if (held) return { ok: true, allocation: held };
+        if (held) {
+          // As the daemon does: a second ADD without a DEL is refused, the address kept.
+          return {
+            ok: false,
+            code: 106,
+            msg: `${req.containerId}/${req.ifName} already holds ${held.ip}`,
+          };
+        }
         const ip = free.shift();
         if (!ip) return { ok: false, code: 11, msg: "no free address in the stand-in pool" };
         const allocation: PodAllocation = {
@@ -80,6 +91,7 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
           eni,
           vpcCidrs: [subnetCidr],
           nodeIps: opts.nodeIps ?? [],
+          nodeEniMacs: [eni.mac],
         };
         reservations.set(k, allocation);
         return { ok: true, allocation };
@@ -113,6 +125,16 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
         }
         return { ok: true, released };
       }
+      case "stale": {
+        const valid = new Set(
+          req.validAttachments.map((a) => `${req.network}/${a.containerId}/${a.ifName}`),
+        );
+        return {
+          ok: true,
+          stale: [...reservations].filter(([k, a]) => a.network === req.network && !valid.has(k))
+            .map(([, a]) => a),
+        };
+      }
       case "status":
         return { ok: true, pool: "default", available: free.length, canGrow: opts.canGrow ?? true };
     }
@@ -125,6 +147,7 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
     }
     const req = await request.json() as IpamRequest;
     requests.push(req);
+    await opts.onRequest?.(req);
     return Response.json(answer(req));
   });
 

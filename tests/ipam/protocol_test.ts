@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { IpamClient } from "../../cni/ipam_client.ts";
 import { startSim } from "../../aws/sim/mod.ts";
-import { eventually, inCidr, standardScenario, startStack, tempRoot } from "./harness.ts";
+import { eventually, inCidr, INSTANCE, standardScenario, startStack, tempRoot } from "./harness.ts";
 import { randomPort, spawnDaemon, writeChildConfig } from "./daemon_process.ts";
 
 Deno.test("protocol: the plugin's IpamClient speaks to `vpcni serve` (add, check, gc, status, del)", async () => {
@@ -91,6 +91,63 @@ Deno.test("protocol: prefix delegation hands out addresses of a delegated /28", 
       prefixes.some((p) => inCidr(r.allocation.ip, p)),
       `${r.allocation.ip} in ${prefixes}`,
     );
+  } finally {
+    await stack.close();
+  }
+});
+
+Deno.test("protocol: a second ADD is refused (106), `stale` lists without releasing, answers carry the node's ENI MACs", async () => {
+  const stack = await startStack(standardScenario(), {
+    pools: [{ name: "default", warmIps: 2, warmEnis: 0 }],
+  });
+  try {
+    const add = (id: string) =>
+      stack.call({
+        op: "add",
+        network: "vpcni",
+        containerId: id,
+        ifName: "eth0",
+        netns: `/run/netns/${id}`,
+      });
+    // Two ADDs of one attachment at once: one is served, the other refused.
+    const [first, racing] = await Promise.all([add("c-live"), add("c-live")]);
+    const [won, lost] = first.ok ? [first, racing] : [racing, first];
+    assert.ok(won.ok && "allocation" in won, JSON.stringify(won));
+    assert.equal(!lost.ok && lost.code, 106, JSON.stringify(lost));
+    const ip = won.allocation.ip;
+    const again = await add("c-live");
+    assert.ok(!again.ok && again.code === 106, JSON.stringify(again));
+    assert.match(again.msg, new RegExp(`already holds ${ip.replaceAll(".", "\\.")}`));
+    const check = await stack.call({
+      op: "check",
+      network: "vpcni",
+      containerId: "c-live",
+      ifName: "eth0",
+    });
+    assert.ok(check.ok && "allocation" in check && check.allocation.ip === ip, "address kept");
+
+    // Every ENI attached to the instance, the primary included, is named by its MAC.
+    const macs = [...stack.sim.state.enis.values()]
+      .filter((e) => e.attachment?.instanceId === INSTANCE).map((e) => e.mac.toLowerCase());
+    assert.ok(macs.length >= 1);
+    for (const mac of macs) assert.ok(won.allocation.nodeEniMacs?.includes(mac), mac);
+
+    const other = await add("c-gone");
+    assert.ok(other.ok && "allocation" in other);
+    const stale = await stack.call({
+      op: "stale",
+      network: "vpcni",
+      validAttachments: [{ containerId: "c-live", ifName: "eth0" }],
+    });
+    assert.ok(stale.ok && "stale" in stale, JSON.stringify(stale));
+    assert.deepEqual(stale.stale.map((a) => a.containerId), ["c-gone"]);
+    const still = await stack.call({
+      op: "check",
+      network: "vpcni",
+      containerId: "c-gone",
+      ifName: "eth0",
+    });
+    assert.ok(still.ok, "stale released nothing");
   } finally {
     await stack.close();
   }

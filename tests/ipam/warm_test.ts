@@ -1,6 +1,6 @@
 /**
  * Warm targets are reached at start and held through use; surplus goes back to EC2 only
- * after the hysteresis delay; ADD is idempotent; CHECK/DEL/GC/STATUS answer per protocol.
+ * after the hysteresis delay; a second ADD is refused; CHECK/DEL/GC/STATUS answer per protocol.
  */
 import assert from "node:assert/strict";
 import {
@@ -96,7 +96,7 @@ Deno.test("warm: targets reached at start and held while pods come and go", asyn
   }
 });
 
-Deno.test("warm: ADD idempotent, CHECK, DEL idempotent, GC, STATUS, bad requests", async () => {
+Deno.test("warm: second ADD refused, CHECK, DEL idempotent, GC, STATUS, bad requests", async () => {
   const stack = await startStack(standardScenario(), {
     pools: [{ name: "default", warmIps: 3, warmEnis: 0 }],
   });
@@ -104,7 +104,7 @@ Deno.test("warm: ADD idempotent, CHECK, DEL idempotent, GC, STATUS, bad requests
     const a = await stack.call(addReq("p1"));
     assert.ok(a.ok && "allocation" in a);
     const again = await stack.call(addReq("p1"));
-    assert.deepEqual(again, a, "the same attachment gets the same answer");
+    assert.equal(!again.ok && again.code, 106, "a second ADD of a held attachment is refused");
     const alloc = a.allocation;
     assert.equal(alloc.eni.primary, alloc.eni.deviceIndex === 0);
     assert.equal(alloc.eni.gateway, "10.0.0.1");
