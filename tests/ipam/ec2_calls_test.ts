@@ -65,6 +65,13 @@ Deno.test("ec2 calls: start-up costs 3, a new ENI 3 (create + attach + modify), 
     for (let i = 0; i < 14; i++) assert.ok((await stack.call(delReq(`b${i}`))).ok);
     assert.ok(await eventually(async () => (await pool()).enis === 1, 15_000));
     assert.ok(await eventually(() => simNodeEnis(stack.sim).length === 1, 5_000));
+    // The delete follows once IMDS shows the detach done: wait for it, then count.
+    const deletes = () => stack.sim.stats.ec2.get("DeleteNetworkInterface") ?? 0;
+    const deletesBefore = beforeRelease.get("DeleteNetworkInterface") ?? 0;
+    assert.ok(
+      await eventually(() => deletes() > deletesBefore, 15_000),
+      "the ENI was never deleted",
+    );
     const released = Object.fromEntries(
       [...stack.sim.stats.ec2].map(([a, n]) => [a, n - (beforeRelease.get(a) ?? 0)]).filter((
         [, n],
