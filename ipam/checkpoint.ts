@@ -84,6 +84,9 @@ export async function readCheckpoint(stateDir: string): Promise<Checkpoint | und
   const path = `${stateDir}/${CHECKPOINT_FILE}`;
   let text: string;
   try {
+    // Reading a FIFO would block for ever: anything but a regular file is refused unread.
+    const info = await Deno.stat(path);
+    if (!info.isFile) throw new CorruptCheckpointError(path, "not a regular file");
     text = await Deno.readTextFile(path);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return undefined;

@@ -383,8 +383,18 @@ export async function loadConfig(
   if (path !== undefined) {
     let text: string;
     try {
+      // Reading a FIFO would block for ever: only a regular file (or a directory, refused
+      // below by its read) is opened.
+      const info = await Deno.stat(path);
+      if (!info.isFile && !info.isDirectory) {
+        throw ConfigError.file(
+          `--config ${path}: not a regular file (a FIFO, socket or device); give a YAML or ` +
+            `JSON file`,
+        );
+      }
       text = await Deno.readTextFile(path);
     } catch (e) {
+      if (e instanceof ConfigError) throw e;
       throw ConfigError.file(`--config ${path}: ${unreadableReason(e)}`);
     }
     content = parseConfigText(text, path);
