@@ -37,7 +37,7 @@ import { nodeSubnetFromImds, SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cac
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
 import { collectGarbage } from "./memory.ts";
-import { checkStateDir, claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
+import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
 
 export { LOCK_FILE };
@@ -113,10 +113,9 @@ export async function startDaemon(
   o: StartOptions = {},
 ): Promise<RunningDaemon> {
   const now = o.now ?? Date.now;
-  await checkStateDir(cfg.stateDir);
-  await checkSocketPath(cfg.socketPath);
   const claim = await claimStateDir(cfg.stateDir);
   try {
+    await checkSocketPath(cfg.socketPath);
     const c = typeof cloud === "function" ? await cloud() : cloud;
     return await startLocked(cfg, c, claim, now, o.kernel ?? hostKernelView(), o);
   } catch (e) {
