@@ -70,10 +70,10 @@ function logPaths(conflistFile: string): string[] {
       plugins?: Record<string, unknown>[];
     };
     for (const p of list.plugins ?? []) {
-      const lf = (p.logFile ?? (p.ipam as Record<string, unknown> | undefined)?.logFile) as
-        | string
-        | undefined;
-      if (typeof lf === "string") paths.add(lf);
+      // A plugin's own log and its IPAM's may both be set; both are copied.
+      for (const lf of [p.logFile, (p.ipam as Record<string, unknown> | undefined)?.logFile]) {
+        if (typeof lf === "string") paths.add(lf);
+      }
     }
   } catch { /* no conflist */ }
   try {

@@ -86,7 +86,7 @@ export async function claimStateDir(stateDir: string): Promise<StateDirClaim> {
     ConfigError.file(
       `stateDir ${stateDir}: ${what}: ${
         e instanceof Deno.errors.PermissionDenied
-          ? `permission denied for uid ${Deno.uid()}`
+          ? "permission denied for the user the daemon runs as"
           : (e as Error).message
       }; run the daemon as root or set stateDir (--state-dir) to a writable directory`,
     );
