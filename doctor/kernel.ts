@@ -31,8 +31,23 @@ export interface NetnsSnapshot {
   neighbours: Neighbour[];
 }
 
-/** The device of nsfs, where every namespace file lives; read once. */
-let nsfsDev: number | undefined;
+/**
+ * The device of nsfs, where every namespace file lives; read once. Deno refuses to stat
+ * /proc/PID/… without --allow-all (the build does not grant it): then it stays unknown and
+ * only the file type is checked — enough not to block, as opening a regular file never does.
+ */
+let nsfsDev: number | undefined | null;
+
+function nsfsDevice(): number | undefined {
+  if (nsfsDev === undefined) {
+    try {
+      nsfsDev = Deno.statSync("/proc/thread-self/ns/net").dev;
+    } catch {
+      nsfsDev = null;
+    }
+  }
+  return nsfsDev ?? undefined;
+}
 
 /** What a file is, in a few words, for one that is not what was wanted. */
 export function fileKind(info: Deno.FileInfo): string {
@@ -54,12 +69,12 @@ export function netnsFileProblem(path: string): string | undefined {
   let info: Deno.FileInfo;
   try {
     info = Deno.statSync(path);
-    nsfsDev ??= Deno.statSync("/proc/thread-self/ns/net").dev;
   } catch (e) {
-    return e instanceof Deno.errors.NotFound ? "does not exist" : (e as Error).message;
+    return e instanceof Deno.errors.NotFound ? "no such file" : (e as Error).message;
   }
   if (!info.isFile) return `is ${fileKind(info)}, not a network namespace`;
-  if (info.dev !== nsfsDev) return "is a regular file, not a network namespace";
+  const nsfs = nsfsDevice();
+  if (nsfs !== undefined && info.dev !== nsfs) return "is a regular file, not a network namespace";
   return undefined;
 }
 
@@ -70,7 +85,7 @@ export function netnsFileProblem(path: string): string | undefined {
 export function snapshotNetns(netns = ""): NetnsSnapshot {
   if (netns !== "") {
     const problem = netnsFileProblem(netns);
-    if (problem) throw new Error(`netns ${netns} ${problem}; not read`);
+    if (problem) throw new Error(`netns ${netns}: ${problem}; not read`);
   }
   const s = netns === "" ? NetlinkSocket.open() : NetlinkSocket.openIn(netns);
   try {

@@ -17,7 +17,7 @@ Deno.test("netns paths: only namespace files pass; a FIFO is refused without bei
         ["/dev/null", /is a character device, not a network namespace/],
         [`${dir}/sock`, /is a socket, not a network namespace/],
         [dir, /is a directory, not a network namespace/],
-        [`${dir}/missing`, /does not exist/],
+        [`${dir}/missing`, /no such file/],
       ];
       for (const [path, want] of cases) {
         const p = netnsFileProblem(path);
@@ -28,7 +28,7 @@ Deno.test("netns paths: only namespace files pass; a FIFO is refused without bei
       // Were the FIFO opened, this would block the thread for ever (no writer ever comes).
       assert.throws(
         () => snapshotNetns(fifo),
-        /netns .*\/fifo is a FIFO, not a network namespace; not read/,
+        /netns .*\/fifo: is a FIFO, not a network namespace; not read/,
       );
     } finally {
       sock.close();
