@@ -13,6 +13,9 @@
  */
 import { ConfigError } from "./config.ts";
 
+/** The longest unix socket path the kernel takes (sun_path less its terminating NUL). */
+const MAX_SOCKET_PATH = 107;
+
 /** How long the probe of an existing socket waits for an answer. */
 const PROBE_MS = 2000;
 
@@ -21,6 +24,11 @@ function socketPathError(path: string, what: string): ConfigError {
     `socketPath ${path}: ${what}. Set socketPath (--socket, VPCNI_SOCKET) to another path, ` +
       `or remove what is there if nothing needs it`,
   );
+}
+
+/** The directory of a socket path. */
+function socketDir(path: string): string {
+  return path.slice(0, path.lastIndexOf("/")) || "/";
 }
 
 /** True when something accepts connections on the unix socket at `path`. */
@@ -44,6 +52,17 @@ async function answers(path: string): Promise<boolean> {
  * and a stale socket (one nobody answers on).
  */
 export async function checkSocketPath(path: string): Promise<void> {
+  // A unix socket's path holds at most 107 bytes; the bind path is the longer one.
+  const bindLength = new TextEncoder().encode(`${socketDir(path)}/.s-0123456789abcdef/s`).length;
+  const finalLength = new TextEncoder().encode(path).length;
+  if (Math.max(bindLength, finalLength) > MAX_SOCKET_PATH) {
+    throw socketPathError(
+      path,
+      `too long for a unix socket (the daemon binds at a path of ${
+        Math.max(bindLength, finalLength)
+      } bytes beside it; the kernel takes ${MAX_SOCKET_PATH})`,
+    );
+  }
   let info: Deno.FileInfo;
   try {
     info = await Deno.lstat(path);
@@ -69,7 +88,7 @@ export async function checkSocketPath(path: string): Promise<void> {
 
 /** Where to bind a socket that {@linkcode prepareSocket} then moves into place. */
 export interface SocketPlace {
-  /** The path to bind at: inside a fresh 0700 directory next to the final path. */
+  /** The path to bind at: `.s-XXXX/s`, inside a fresh 0700 directory beside the final path. */
   bindPath: string;
   /**
    * Makes the bound socket 0600 and renames it to the final path; on failure calls `close`
@@ -84,12 +103,10 @@ export interface SocketPlace {
  * `moveIntoPlace`: the socket is 0600 from its first moment at `path` (see the module doc).
  */
 export async function prepareSocket(path: string): Promise<SocketPlace> {
-  const slash = path.lastIndexOf("/");
-  const dir = path.slice(0, slash) || "/";
-  const name = path.slice(slash + 1);
+  const dir = socketDir(path);
   await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
   await checkSocketPath(path);
-  const priv = await Deno.makeTempDir({ dir, prefix: `.${name}-` });
+  const priv = await Deno.makeTempDir({ dir, prefix: ".s-" });
   // makeTempDir asks for 0700 already; the chmod makes it so whatever the umask.
   await Deno.chmod(priv, 0o700);
   const bindPath = `${priv}/s`; // short: a unix socket path has at most 107 bytes

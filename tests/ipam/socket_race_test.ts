@@ -81,7 +81,7 @@ while not os.path.exists(stop):
     if n % 16 == 0:
         try:
             for e in os.listdir(root):
-                if e.startswith(".ipam.sock"):
+                if e.startswith("."):
                     attempt(os.path.join(root, e, "s"), "daemon")
         except OSError:
             pass
