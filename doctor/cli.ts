@@ -78,7 +78,7 @@ Examples:
       guarded(() => {
         const f = flagsOf<{ instanceType: string; json?: boolean }>(cmd);
         const l = limitsFor(f.instanceType);
-        console.log(f.json ? jsonText(l) : limitsLines(l).join("\n"));
+        console.log(f.json ? jsonText(l) : limitsLines(l).map(visible).join("\n"));
       })
     );
 

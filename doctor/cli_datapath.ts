@@ -54,9 +54,11 @@ export async function doctorDatapath(f: DatapathFlags): Promise<void> {
     console.log(renderCheck(result, { color: useColor(), maxDetails: 50 }).join("\n"));
     for (const a of actions) {
       console.log(
-        `${a.done ? "done:" : a.error ? "FAILED:" : ""} ${visible(a.action)}${
-          a.error ? ` (${a.error})` : ""
-        }`.trim(),
+        visible(
+          `${a.done ? "done:" : a.error ? "FAILED:" : ""} ${a.action}${
+            a.error ? ` (${a.error})` : ""
+          }`.trim(),
+        ),
       );
     }
     if (!f.fix && actions.length > 0) console.log("run with --fix to do this");

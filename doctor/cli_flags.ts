@@ -137,7 +137,7 @@ export async function guarded(fn: () => Promise<void> | void): Promise<void> {
     await fn();
   } catch (e) {
     if (e instanceof LimitsFlagError) {
-      console.error(wrap(`vpcni doctor: ${e.message}`, 80).join("\n"));
+      console.error(wrap(visible(`vpcni doctor: ${e.message}`), 80).join("\n"));
       Deno.exitCode = 2;
       return;
     }
