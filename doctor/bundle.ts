@@ -10,41 +10,12 @@
 import { CHECKPOINT_FILE } from "../ipam/checkpoint.ts";
 import { versionInfo } from "../cli/version.ts";
 import type { DoctorOptions, Facts } from "./facts.ts";
-import { hostSysctlKeys, readSysctls, snapshotNetns } from "./kernel.ts";
+import { fileKind, hostSysctlKeys, readSysctls, snapshotNetns } from "./kernel.ts";
 import type { DoctorReport } from "./report.ts";
 import { type TarFile, tarGz } from "./tar.ts";
+import { redactJson, redactText } from "./redact.ts";
 
-/** Keys whose values are secrets wherever they appear in JSON. */
-const SECRET_KEY = /secret|password|passwd|token|credential|session|private.?key|access.?key/i;
-
-/** Replaces credentials in free text (logs, environment, configs). */
-export function redactText(text: string): string {
-  return text
-    .replace(/\b(AKIA|ASIA|AROA|AIDA)[0-9A-Z]{16}\b/g, "[redacted-access-key-id]")
-    .replace(
-      /((?:aws_)?secret_?access_?key|aws_session_token|session_?token|x-aws-ec2-metadata-token|authorization|password)(["']?\s*[:=]\s*["']?)([^\s"',}]+)/gi,
-      "$1$2[redacted]",
-    )
-    .replace(
-      /\b[A-Za-z0-9/+]{40}\b(?=\s|"|'|$)/g,
-      (m) => (/[A-Z]/.test(m) && /[a-z]/.test(m) && /\d/.test(m) ? "[redacted-40]" : m),
-    );
-}
-
-/** Replaces the values of secret-looking keys in a JSON value, recursively. */
-export function redactJson(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(redactJson);
-  if (v && typeof v === "object") {
-    const out: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v)) {
-      out[k] = SECRET_KEY.test(k) && (typeof x === "string" || typeof x === "number")
-        ? "[redacted]"
-        : redactJson(x);
-    }
-    return out;
-  }
-  return typeof v === "string" ? redactText(v) : v;
-}
+export { redactJson, redactText } from "./redact.ts";
 
 function json(name: string, v: unknown): TarFile {
   return { name, data: JSON.stringify(redactJson(v), null, 2) + "\n" };
@@ -52,6 +23,11 @@ function json(name: string, v: unknown): TarFile {
 
 async function text(name: string, path: string, maxBytes = 1 << 20): Promise<TarFile | undefined> {
   try {
+    // A FIFO (or a device) would block the read for ever: only regular files are copied.
+    const info = await Deno.stat(path);
+    if (!info.isFile) {
+      return { name: `${name}.skipped.txt`, data: `${path} is ${fileKind(info)}\n` };
+    }
     const f = await Deno.open(path, { read: true });
     try {
       const size = (await f.stat()).size;
@@ -78,6 +54,7 @@ async function journal(unit: string): Promise<string | undefined> {
       args: ["-u", unit, "--since", "-2h", "--no-pager", "-o", "short-iso", "-n", "5000"],
       stdout: "piped",
       stderr: "null",
+      signal: AbortSignal.timeout(10_000),
     }).output();
     return out.success ? new TextDecoder().decode(out.stdout) : undefined;
   } catch {
@@ -93,10 +70,10 @@ function logPaths(conflistFile: string): string[] {
       plugins?: Record<string, unknown>[];
     };
     for (const p of list.plugins ?? []) {
-      const lf = (p.logFile ?? (p.ipam as Record<string, unknown> | undefined)?.logFile) as
-        | string
-        | undefined;
-      if (typeof lf === "string") paths.add(lf);
+      // A plugin's own log and its IPAM's may both be set; both are copied.
+      for (const lf of [p.logFile, (p.ipam as Record<string, unknown> | undefined)?.logFile]) {
+        if (typeof lf === "string") paths.add(lf);
+      }
     }
   } catch { /* no conflist */ }
   try {

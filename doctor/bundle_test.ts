@@ -35,3 +35,28 @@ Deno.test("a bundle that cannot be renamed into place leaves no temp file behind
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("redaction: presigned tokens, URL passwords, secrets before punctuation, bare tokens, headers", () => {
+  const secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEK1";
+  const token = "IQoJb3JpZ2luX2VjE" + "Ab1/+".repeat(60) + "==";
+  const cases = [
+    `GET /?Action=X&X-Amz-Security-Token=IQoJb3JpZ2lu%2FabcPLANT1&X-Amz-Date=1`,
+    `X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F2026PLANT2&X-Amz-Signature=abcdef0123PLANT3`,
+    `proxy http://user:PLANT4pass@proxy:3128/ and postgres://a:PLANT5@db/x`,
+    `${secret}, then ${secret}. and (${secret}) and ${secret};`,
+    `session ${token} end`,
+    `Authorization: AWS4-HMAC-SHA256 Credential=AKIAZZZZZZZZZZZZZZZZ/x, Signature=PLANT6sig`,
+    `authorization: Bearer PLANT7bearer.token`,
+    `aws_secret_access_key = ${secret}`,
+    `password: PLANT8`,
+    `{"SecretAccessKey": "PLANT9value", "Token" : "PLANT10value"}`,
+    `keys ASIAY34FZKBOKMUTVV7A and AKIAIOSFODNN7EXAMPLE`,
+  ].join("\n");
+  const out = redactText(cases);
+  assert.doesNotMatch(out, /PLANT|AKIA|ASIA|wJalrXUtnFEMI|IQoJb3JpZ2lu/, out);
+  for (
+    const keep of ["subnet-0a000001 10.0.0.0/24", "git 3f786850e387550fdab836ed7e6dc881de23001b"]
+  ) {
+    assert.equal(redactText(keep), keep, "ordinary facts (ids, lowercase hashes) stay");
+  }
+});

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { jsonText, visible } from "./printable.ts";
 import type { Command } from "commander";
 import { CHECKPOINT_FILE } from "../ipam/checkpoint.ts";
 import { doctorEc2Client, ec2Target, nodeSubnets } from "./cloud.ts";
@@ -63,7 +64,7 @@ Examples:
     guarded(async () => {
       const f = flagsOf<CommonFlags>(cmd);
       const report = await runDoctor(doctorOptions(f));
-      if (f.json) console.log(JSON.stringify(report, null, 2));
+      if (f.json) console.log(jsonText(report));
       else console.log(renderReport(report, { color: useColor() }));
       Deno.exitCode = exitCodeFor(report.checks);
     })
@@ -77,7 +78,7 @@ Examples:
       guarded(() => {
         const f = flagsOf<{ instanceType: string; json?: boolean }>(cmd);
         const l = limitsFor(f.instanceType);
-        console.log(f.json ? JSON.stringify(l, null, 2) : limitsLines(l).join("\n"));
+        console.log(f.json ? jsonText(l) : limitsLines(l).map(visible).join("\n"));
       })
     );
 
@@ -102,7 +103,7 @@ Examples:
       guarded(() => {
         const f = flagsOf<MaxPodsFlags & { json?: boolean }>(cmd);
         const a = maxPodsAnswer(f);
-        console.log(f.json ? JSON.stringify(a, null, 2) : String(a.maxPods));
+        console.log(f.json ? jsonText(a) : String(a.maxPods));
       })
     );
 
@@ -114,7 +115,7 @@ Examples:
         const f = flagsOf<CommonFlags>(cmd);
         const facts = await gatherFacts(doctorOptions(f));
         const rows = eniRows(facts);
-        if (f.json) return console.log(JSON.stringify(rows, null, 2));
+        if (f.json) return console.log(jsonText(rows));
         printNotes(facts.notes);
         console.log(enisTable(rows));
       })
@@ -125,7 +126,7 @@ Examples:
       guarded(async () => {
         const f = flagsOf<CommonFlags>(cmd);
         const facts = await gatherFacts(doctorOptions(f));
-        if (f.json) return console.log(JSON.stringify(facts.allocations, null, 2));
+        if (f.json) return console.log(jsonText(facts.allocations));
         printNotes(facts.notes);
         console.log(podsTable(facts));
       })
@@ -146,14 +147,14 @@ Examples:
             : `IMDS unreachable (${facts.imdsError}); ` +
               `the node's VPC and zone come from IMDS: run this on the node, or pass ` +
               `--imds-endpoint`;
-          console.error(wrap(`vpcni doctor subnets: ${why}`, 80).join("\n"));
+          console.error(wrap(visible(`vpcni doctor subnets: ${why}`), 80).join("\n"));
           Deno.exitCode = 1;
           return;
         }
         const ec2 = doctorEc2Client(target, o.timeoutMs);
         try {
           const rows = subnetRows(facts, await nodeSubnets(ec2, facts.metadata));
-          if (f.json) return console.log(JSON.stringify(rows, null, 2));
+          if (f.json) return console.log(jsonText(rows));
           printNotes(facts.notes);
           console.log(subnetsTable(rows));
         } finally {

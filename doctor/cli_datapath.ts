@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { jsonText, visible } from "./printable.ts";
 import { NetlinkSocket } from "../netlink/mod.ts";
 import { type DoctorOptions, type Facts, gatherFacts } from "./facts.ts";
 import type { DatapathFindings } from "./datapath.ts";
@@ -39,27 +40,25 @@ export async function doctorDatapath(f: DatapathFlags): Promise<void> {
   const first = datapathFindings(o, facts);
   const result = checkDatapath(facts, first);
   if (typeof first === "string") {
-    if (f.json) console.log(JSON.stringify({ source: facts.source, check: result }, null, 2));
+    if (f.json) console.log(jsonText({ source: facts.source, check: result }));
     else console.log(renderCheck(result, { color: useColor() }).join("\n"));
     return;
   }
   const actions = first.orphans.length > 0 ? await fixOrphans(o, first, !!f.fix) : [];
   if (f.json) {
     console.log(
-      JSON.stringify(
-        { source: facts.source, check: result, findings: first, actions },
-        null,
-        2,
-      ),
+      jsonText({ source: facts.source, check: result, findings: first, actions }),
     );
   } else {
     printNotes(facts.notes);
     console.log(renderCheck(result, { color: useColor(), maxDetails: 50 }).join("\n"));
     for (const a of actions) {
       console.log(
-        `${a.done ? "done:" : a.error ? "FAILED:" : ""} ${a.action}${
-          a.error ? ` (${a.error})` : ""
-        }`.trim(),
+        visible(
+          `${a.done ? "done:" : a.error ? "FAILED:" : ""} ${a.action}${
+            a.error ? ` (${a.error})` : ""
+          }`.trim(),
+        ),
       );
     }
     if (!f.fix && actions.length > 0) console.log("run with --fix to do this");

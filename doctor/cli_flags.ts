@@ -6,6 +6,8 @@
  *
  * @module
  */
+import { fileKind, netnsFileProblem } from "./kernel.ts";
+import { visible } from "./printable.ts";
 import type { Command } from "commander";
 import type { DoctorOptions } from "./facts.ts";
 import { LimitsFlagError } from "./limits.ts";
@@ -68,10 +70,10 @@ export function doctorOptions(f: CommonFlags): DoctorOptions {
       );
     }
   }
-  if (f.hostNetns !== undefined && notAFile(f.hostNetns)) {
+  if (f.hostNetns !== undefined && netnsFileProblem(f.hostNetns)) {
     throw new LimitsFlagError(
-      `--host-netns ${f.hostNetns}: ${notAFile(f.hostNetns)}; give a netns file such as ` +
-        `/var/run/netns/NAME or /proc/PID/ns/net`,
+      `--host-netns ${f.hostNetns}: ${netnsFileProblem(f.hostNetns)}; give a netns file such ` +
+        `as /var/run/netns/NAME or /proc/PID/ns/net`,
     );
   }
   return {
@@ -135,7 +137,7 @@ export async function guarded(fn: () => Promise<void> | void): Promise<void> {
     await fn();
   } catch (e) {
     if (e instanceof LimitsFlagError) {
-      console.error(wrap(`vpcni doctor: ${e.message}`, 80).join("\n"));
+      console.error(wrap(visible(`vpcni doctor: ${e.message}`), 80).join("\n"));
       Deno.exitCode = 2;
       return;
     }
@@ -146,7 +148,9 @@ export async function guarded(fn: () => Promise<void> | void): Promise<void> {
 /** Why `path` is not an existing file, or undefined when it is one. */
 function notAFile(path: string): string | undefined {
   try {
-    return Deno.statSync(path).isDirectory ? "is a directory, not a file" : undefined;
+    // Anything but a regular file is refused: reading a FIFO would block for ever.
+    const info = Deno.statSync(path);
+    return info.isFile ? undefined : `is ${fileKind(info)}, not a file`;
   } catch (e) {
     return e instanceof Deno.errors.NotFound ? "no such file" : (e as Error).message;
   }
@@ -154,5 +158,5 @@ function notAFile(path: string): string | undefined {
 
 /** Prints what gathering the facts noted (a source that did not answer) to stderr. */
 export function printNotes(notes: string[]): void {
-  for (const n of notes) console.error(wrap(`note: ${n}`, 80).join("\n"));
+  for (const n of notes) console.error(wrap(`note: ${visible(n)}`, 80).join("\n"));
 }

@@ -6,6 +6,8 @@
  * @module
  */
 
+import { visible } from "./printable.ts";
+
 /** How a check came out. `skip` means it could not run (its source was unavailable). */
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
 
@@ -98,18 +100,21 @@ export function renderCheck(c: CheckResult, o: RenderOptions): string[] {
   const width = o.width ?? 80;
   const indent = " ".repeat(7);
   const lines: string[] = [];
-  const head = wrap(`${c.title}: ${c.found}`, width - 7);
+  // Check text quotes names from outside (pods, pools, files): controls are shown escaped.
+  const head = wrap(visible(`${c.title}: ${c.found}`), width - 7);
   lines.push(`${statusTag(c.status, o.color)} ${head[0]}`);
   for (const l of head.slice(1)) lines.push(indent + l);
   const max = o.maxDetails ?? 5;
   const details = c.details ?? [];
   for (const d of details.slice(0, max)) {
-    for (const [i, l] of wrap(d, width - 9).entries()) lines.push(indent + (i ? "  " : "- ") + l);
+    for (const [i, l] of wrap(visible(d), width - 9).entries()) {
+      lines.push(indent + (i ? "  " : "- ") + l);
+    }
   }
   if (details.length > max) lines.push(`${indent}  … and ${details.length - max} more (--json)`);
   if (c.fix && c.status !== "ok") {
     // "fix: " hangs over its continuation lines, so those wrap 5 columns narrower.
-    for (const [i, l] of wrap(c.fix, width - 12).entries()) {
+    for (const [i, l] of wrap(visible(c.fix), width - 12).entries()) {
       lines.push(indent + (i ? "     " : "fix: ") + l);
     }
   }
@@ -120,7 +125,7 @@ export function renderCheck(c: CheckResult, o: RenderOptions): string[] {
 export function renderReport(r: DoctorReport, o: RenderOptions): string {
   const width = o.width ?? 80;
   const lines: string[] = [];
-  for (const n of r.notes) lines.push(...wrap(`note: ${n}`, width));
+  for (const n of r.notes) lines.push(...wrap(`note: ${visible(n)}`, width));
   for (const c of r.checks) lines.push(...renderCheck(c, o));
   const count = (s: CheckStatus) => r.checks.filter((c) => c.status === s).length;
   lines.push(
@@ -140,7 +145,14 @@ export function useColor(): boolean {
  * the columns listed in `shrink` (indexes, first shrunk first) are cut with "…"; ids that
  * people copy (ENI ids, IPs) should not be listed there.
  */
-export function table(head: string[], rows: string[][], width = 80, shrink?: number[]): string {
+export function table(
+  head: string[],
+  cells: string[][],
+  width = 80,
+  shrink?: number[],
+): string {
+  // Cells hold names from outside (pods, namespaces, annotations): controls shown escaped.
+  const rows = cells.map((r) => r.map((c) => visible(c ?? "")));
   const cols = head.length;
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
   const total = () => widths.reduce((a, b) => a + b, 0) + 2 * (cols - 1);

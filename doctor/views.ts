@@ -8,6 +8,7 @@ import type { Subnet } from "../aws/ec2.ts";
 import type { Facts } from "./facts.ts";
 import { poolSubnets } from "./checks.ts";
 import { table, wrap } from "./report.ts";
+import { visible } from "./printable.ts";
 
 /** One row of `doctor enis`. */
 export interface EniRow {
@@ -68,7 +69,7 @@ export function enisTable(rows: EniRow[]): string {
   );
   if (wide.split("\n").every((l) => l.length <= 80)) return wide;
   const narrow = table(head, rows.map((r) => cells(r, false)), 80, [3]);
-  const below = rows.flatMap((r) => wrap(`${r.eni} security groups: ${sgs(r)}`, 80));
+  const below = rows.flatMap((r) => wrap(visible(`${r.eni} security groups: ${sgs(r)}`), 80));
   return [narrow, "", ...below].join("\n");
 }
 

@@ -15,6 +15,7 @@ import {
 import type { PoolManager } from "./pools.ts";
 import { attachmentKey } from "./node_state.ts";
 import { log } from "./log.ts";
+import { prepareSocket } from "./unix_socket.ts";
 
 const key = {
   version: z.literal(IPAM_PROTOCOL_VERSION),
@@ -114,15 +115,16 @@ export async function answerRaw(pools: PoolManager, body: string): Promise<IpamR
   }
 }
 
-/** Serves the API on a unix socket, mode 0600; returns the server. */
+/**
+ * Serves the API on a unix socket, mode 0600 from its creation (ipam/unix_socket.ts);
+ * returns the server. Anything but a stale socket at `path` is refused, not replaced.
+ */
 export async function serveUnixApi(
   path: string,
   pools: PoolManager,
 ): Promise<Deno.HttpServer<Deno.UnixAddr>> {
-  const dir = path.slice(0, path.lastIndexOf("/")) || "/";
-  await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
-  await Deno.remove(path).catch(() => {}); // a stale socket from a killed daemon
-  const server = Deno.serve({ path, onListen: () => {} }, async (request) => {
+  const place = await prepareSocket(path);
+  const server = Deno.serve({ path: place.bindPath, onListen: () => {} }, async (request) => {
     const url = new URL(request.url);
     if (request.method === "POST" && url.pathname === IPAM_PATH) {
       const answer = await answerRaw(pools, await request.text());
@@ -137,6 +139,6 @@ export async function serveUnixApi(
       status: 404,
     });
   });
-  await Deno.chmod(path, 0o600);
+  await place.moveIntoPlace(() => server.shutdown());
   return server;
 }

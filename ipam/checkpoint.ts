@@ -84,6 +84,9 @@ export async function readCheckpoint(stateDir: string): Promise<Checkpoint | und
   const path = `${stateDir}/${CHECKPOINT_FILE}`;
   let text: string;
   try {
+    // Reading a FIFO would block for ever: anything but a regular file is refused unread.
+    const info = await Deno.stat(path);
+    if (!info.isFile) throw new CorruptCheckpointError(path, "not a regular file");
     text = await Deno.readTextFile(path);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return undefined;
@@ -160,4 +163,121 @@ export class CheckpointWriter {
     });
     return this.#pending;
   }
+}
+
+/** What {@linkcode repairCheckpoint} needs to know besides the document. */
+export interface RepairContext {
+  /** Now, epoch ms. */
+  now: number;
+  /** The longest cooldown accepted, ms (`MAX_COOLDOWN_SECONDS` in ipam/config.ts). */
+  maxCooldownMs: number;
+  /** A pool's cooldown, ms. */
+  cooldownMs: (pool: string) => number;
+  /** Addresses the host routes to pods, or undefined when the kernel cannot be read. */
+  routed: Set<string> | undefined;
+}
+
+/** The attachment an allocation record names. */
+function attachmentOf(a: AllocationRecord): string {
+  return `${a.network}/${a.containerId}/${a.ifName}`;
+}
+
+/** True when some attachment is named by more than one allocation. */
+export function hasDuplicateAttachments(cp: Checkpoint): boolean {
+  const seen = new Set<string>();
+  for (const a of cp.allocations) {
+    const k = attachmentOf(a);
+    if (seen.has(k)) return true;
+    seen.add(k);
+  }
+  return false;
+}
+
+/**
+ * Makes a read checkpoint safe to reconcile, and says what it changed (one warning each):
+ *
+ * - An attachment named by several allocations (the daemon never writes that; a hand edit or
+ *   another tool can) keeps one address: the one the host routes to a pod, else the newest
+ *   ADD (`time`), else the first in the file. Every other address is held, never freed at
+ *   once: while the host routes it to a pod it stays held (the kernel backstop, as after a
+ *   lost checkpoint); otherwise it cools down for its pool's `ipCooldownSeconds`; when the
+ *   kernel cannot be read it is held until it can.
+ * - A cooldown ending later than now + the longest cooldown allowed is cut to that.
+ */
+export function repairCheckpoint(
+  cp: Checkpoint,
+  ctx: RepairContext,
+): { checkpoint: Checkpoint; warnings: string[] } {
+  const warnings: string[] = [];
+  const groups = new Map<string, AllocationRecord[]>();
+  for (const a of cp.allocations) {
+    const k = attachmentOf(a);
+    groups.set(k, [...groups.get(k) ?? [], a]);
+  }
+  const allocations: AllocationRecord[] = [];
+  const extraCooldowns: CooldownRecord[] = [];
+  const extraHeld: string[] = [];
+  const latest = ctx.now + ctx.maxCooldownMs;
+  for (const [k, list] of groups) {
+    if (list.length === 1) {
+      allocations.push(list[0]);
+      continue;
+    }
+    const routed = (a: AllocationRecord) => ctx.routed?.has(a.ip) ? 1 : 0;
+    const winner = list.reduce((best, a) =>
+      routed(a) > routed(best) || (routed(a) === routed(best) && a.time > best.time) ? a : best
+    );
+    allocations.push(winner);
+    const why = routed(winner)
+      ? "the host routes it to a pod"
+      : list.some((a) => a.time !== winner.time)
+      ? "the newest ADD"
+      : "first in the file";
+    const fates: string[] = [];
+    for (const a of list) {
+      if (a === winner) continue;
+      if (ctx.routed === undefined) {
+        extraHeld.push(a.ip);
+        fates.push(`${a.ip} held until the kernel shows no pod routed to it`);
+      } else if (ctx.routed.has(a.ip)) {
+        fates.push(`${a.ip} held while the host routes it to a pod`);
+      } else {
+        const until = Math.min(ctx.now + ctx.cooldownMs(a.pool), latest);
+        extraCooldowns.push({ ip: a.ip, eniId: a.eniId, until });
+        fates.push(`${a.ip} cools down until ${new Date(until).toISOString()}`);
+      }
+    }
+    warnings.push(
+      `checkpoint names attachment ${k} ${list.length} times, with addresses ` +
+        `${list.map((a) => a.ip).join(" and ")}: keeping ${winner.ip} (${why}); ` +
+        `${fates.join("; ")}`,
+    );
+  }
+  const kept = new Set(allocations.map((a) => a.ip));
+  const cooldowns = [...cp.cooldowns, ...extraCooldowns].filter((c) => !kept.has(c.ip)).map(
+    (c) => {
+      if (c.until <= latest) return c;
+      warnings.push(
+        `checkpoint cooldown of ${c.ip} ends ${isoOrRaw(c.until)}, later than now + ` +
+          `${ctx.maxCooldownMs / 1000} s (the longest ipCooldownSeconds allows); cut to ` +
+          `${new Date(latest).toISOString()}`,
+      );
+      return { ...c, until: latest };
+    },
+  );
+  const held = [...cp.routedUnknown ?? [], ...extraHeld];
+  return {
+    checkpoint: {
+      ...cp,
+      allocations,
+      cooldowns,
+      ...(held.length ? { routedUnknown: [...new Set(held)] } : {}),
+    },
+    warnings,
+  };
+}
+
+function isoOrRaw(ms: number): string {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? `at ${ms} ms` : d.toISOString();
 }

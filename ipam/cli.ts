@@ -6,7 +6,7 @@
  * @module
  */
 import type { Command } from "commander";
-import { ConfigError, type ConfigOverrides, loadConfig } from "./config.ts";
+import { ConfigError, type ConfigOverrides, type DaemonConfig, loadConfig } from "./config.ts";
 import { KNOBS } from "./knobs.ts";
 import { log, setupLogging } from "./log.ts";
 
@@ -17,6 +17,21 @@ function knobHelp(knob: string, description: string, shownDefault?: string): str
   const env = k.env ? ` (env ${k.env})` : "";
   const def = shownDefault ?? (k.def.startsWith("(") ? k.def.slice(1, -1) : k.def);
   return `${description}${env} (default: ${def})`;
+}
+
+/** An IMDS failure at start, told as the knob that points at IMDS and what to check. */
+function imdsUnreachable(cfg: DaemonConfig, e: Error): Error {
+  const where = cfg.imdsEndpoint
+    ? `imdsEndpoint ${cfg.imdsEndpoint}`
+    : "imdsEndpoint (default http://169.254.169.254)";
+  return new Error(
+    `${where}: instance metadata did not answer (${e.message}). The daemon learns the node ` +
+      `(instance, ENIs, subnet) there and does not start without it. On EC2: enable IMDSv2 ` +
+      `and set the hop limit to 2 for containers (aws ec2 modify-instance-metadata-options ` +
+      `--http-endpoint enabled --http-put-response-hop-limit 2); elsewhere set imdsEndpoint ` +
+      `(--imds-endpoint, AWS_EC2_METADATA_SERVICE_ENDPOINT)`,
+    { cause: e },
+  );
 }
 
 interface ServeFlags extends ConfigOverrides {
@@ -87,19 +102,27 @@ export function registerServe(program: Command): void {
       // Loaded only when serving: the AWS SDK stays out of every other verb.
       const { createAwsCloud } = await import("./aws_cloud.ts");
       const { startDaemon } = await import("./daemon.ts");
+      const { EXIT_STATE_DIR_BUSY, StateDirBusyError } = await import("./state_dir.ts");
       let daemon;
       try {
-        const cloud = await createAwsCloud({
-          ec2Endpoint: cfg.ec2Endpoint,
-          imdsEndpoint: cfg.imdsEndpoint,
-          region: cfg.region,
-        });
-        daemon = await startDaemon(cfg, cloud);
+        // The state dir is claimed (or another daemon on it refused) before IMDS is asked.
+        daemon = await startDaemon(cfg, () =>
+          createAwsCloud({
+            ec2Endpoint: cfg.ec2Endpoint,
+            imdsEndpoint: cfg.imdsEndpoint,
+            region: cfg.region,
+          }).catch((e) => {
+            throw e instanceof Error && e.name === "ImdsError" ? imdsUnreachable(cfg, e) : e;
+          }));
       } catch (e) {
         const msg = e instanceof Error ? e.message : String(e);
         log.error("daemon refused to start: {error}", { error: msg });
         console.error(`vpcni serve: ${msg}`);
-        Deno.exitCode = e instanceof ConfigError ? 2 : 1;
+        Deno.exitCode = e instanceof ConfigError
+          ? 2
+          : e instanceof StateDirBusyError
+          ? EXIT_STATE_DIR_BUSY
+          : 1;
         return;
       }
       const stop = () => {

@@ -37,6 +37,53 @@ const sgSelectorSchema = z.union([
 
 const count = z.int().nonnegative();
 
+/** The longest `pools[].ipCooldownSeconds` (and checkpoint cooldown) the daemon accepts: 1 h. */
+export const MAX_COOLDOWN_SECONDS = 3600;
+
+/**
+ * How many route tables from `routeTableBase` up the daemon may hand out: one per ENI device
+ * index 0…63. Every instance type today has at most 24 ENIs (aws/limits_table.ts); the span
+ * leaves room for larger ones, and the start refuses an instance with more.
+ */
+export const ROUTE_TABLE_SPAN = 64;
+
+/** Route tables the kernel reserves: a pod's ENI table must be none of them. */
+export const RESERVED_TABLES: ReadonlyMap<number, string> = new Map([
+  [0, "unspec"],
+  [253, "default"],
+  [254, "main"],
+  [255, "local"],
+]);
+
+/** The highest `routeTableBase` accepted: the span stays below 2^31. */
+export const MAX_ROUTE_TABLE_BASE = 0x7fffffff - ROUTE_TABLE_SPAN + 1;
+
+/** The ranges `routeTableBase` may take, as the README and the errors state them. */
+export const ROUTE_TABLE_BASE_RANGES = `1–${
+  252 - ROUTE_TABLE_SPAN + 1
+} or 256–${MAX_ROUTE_TABLE_BASE}`;
+
+/**
+ * Why `base` cannot be `routeTableBase`, or undefined when it can: the tables
+ * base…base+{@linkcode ROUTE_TABLE_SPAN}-1 must miss the reserved ones.
+ */
+export function routeTableBaseProblem(base: number): string | undefined {
+  const hits: string[] = [];
+  for (const [table, name] of RESERVED_TABLES) {
+    const d = table - base;
+    if (d >= 0 && d < ROUTE_TABLE_SPAN) {
+      hits.push(`device index ${d} would use table ${table} (${name})`);
+    }
+  }
+  if (hits.length === 0 && base >= 1 && base <= MAX_ROUTE_TABLE_BASE) return undefined;
+  const why = hits.length
+    ? hits.join(", ")
+    : `tables ${base}…${base + ROUTE_TABLE_SPAN - 1} leave the kernel's range`;
+  return `${base} is unusable: ${why}. ENI device index d uses table routeTableBase + d ` +
+    `(d = 0…${ROUTE_TABLE_SPAN - 1}), and tables 0, 253 (default), 254 (main) and 255 (local) ` +
+    `are the kernel's; use ${ROUTE_TABLE_BASE_RANGES}, e.g. 100 (the default) or 256`;
+}
+
 const poolSchema = z.object({
   name: z.string().regex(
     /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/,
@@ -51,7 +98,7 @@ const poolSchema = z.object({
   maxEnis: z.int().positive().optional(),
   firstInterfaceIndex: count.default(0),
   allowSharedSubnets: z.boolean().default(true),
-  ipCooldownSeconds: count.default(30),
+  ipCooldownSeconds: count.max(MAX_COOLDOWN_SECONDS).default(30),
 }).strict();
 
 const loopbackListen = z.string().superRefine((s, ctx) => {
@@ -84,12 +131,15 @@ export const configSchema = z.object({
   imdsEndpoint: urlText.optional(),
   logLevel: z.enum(["debug", "info", "warning", "error"]).default("info"),
   addTimeoutSeconds: z.number().positive().max(300).default(20),
-  reconcileIntervalSeconds: z.number().positive().default(5),
-  releaseDelaySeconds: z.number().nonnegative().default(60),
-  leakedEniGraceSeconds: z.number().nonnegative().default(300),
-  imdsCheckSeconds: z.number().positive().default(60),
-  ec2ResyncSeconds: z.number().positive().default(600),
-  routeTableBase: z.int().min(1).max(0x7fffffff - 64).default(100),
+  reconcileIntervalSeconds: z.number().min(0.05).max(300).default(5),
+  releaseDelaySeconds: z.number().nonnegative().max(86_400).default(60),
+  leakedEniGraceSeconds: z.number().nonnegative().max(604_800).default(300),
+  imdsCheckSeconds: z.number().positive().max(3600).default(60),
+  ec2ResyncSeconds: z.number().positive().max(86_400).default(600),
+  routeTableBase: z.int().superRefine((base, ctx) => {
+    const problem = routeTableBaseProblem(base);
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
+  }).default(100),
   defaultPool: z.string().optional(),
   pools: z.array(poolSchema).min(1).default([{
     name: "default",
@@ -185,12 +235,13 @@ const ENV_KEYS: [keyof ConfigOverrides, string][] = [
 ];
 
 /**
- * Reads a config file's text as YAML (a superset of JSON). A syntax error is one line,
- * `file:line:col: message`, like a compiler's.
+ * Reads a config file's text as YAML (a superset of JSON); `null` when it holds no document
+ * (empty, or comments only). A syntax error is one line, `file:line:col: message`, like a
+ * compiler's.
  */
 export function parseConfigText(text: string, source: string): unknown {
   try {
-    return parseYaml(text) ?? {};
+    return parseYaml(text) ?? null;
   } catch (e) {
     const err = e as Error & { linePos?: { line: number; col: number }[] };
     // The yaml library appends " at line L, column C:" and a multi-line excerpt.
@@ -332,11 +383,29 @@ export async function loadConfig(
   if (path !== undefined) {
     let text: string;
     try {
+      // Reading a FIFO would block for ever: only a regular file (or a directory, refused
+      // below by its read) is opened.
+      const info = await Deno.stat(path);
+      if (!info.isFile && !info.isDirectory) {
+        throw ConfigError.file(
+          `--config ${path}: not a regular file (a FIFO, socket or device); give a YAML or ` +
+            `JSON file`,
+        );
+      }
       text = await Deno.readTextFile(path);
     } catch (e) {
+      if (e instanceof ConfigError) throw e;
       throw ConfigError.file(`--config ${path}: ${unreadableReason(e)}`);
     }
     content = parseConfigText(text, path);
+    if (content === null) {
+      throw ConfigError.file(
+        `--config ${path}: ${
+          text.trim() === "" ? "is empty" : "holds only comments"
+        }, no knobs; write the knobs to set (e.g. "pools: [{name: default}]"), or leave ` +
+          `--config out to run on defaults`,
+      );
+    }
   }
   return resolveConfig(content, env, flags, path ?? "defaults, environment and flags");
 }

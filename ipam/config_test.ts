@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { ConfigError, parseConfigText, resolveConfig } from "./config.ts";
+import {
+  ConfigError,
+  MAX_ROUTE_TABLE_BASE,
+  parseConfigText,
+  resolveConfig,
+  ROUTE_TABLE_SPAN,
+  routeTableBaseProblem,
+} from "./config.ts";
 import { KNOBS } from "./knobs.ts";
 
 function problems(content: unknown, env: Record<string, string> = {}): string[] {
@@ -98,4 +105,73 @@ Deno.test("config: every example in examples/daemon parses", async () => {
     n++;
   }
   assert.ok(n >= 3);
+});
+
+Deno.test("config: routeTableBase keeps every ENI table off 0 and 253–255, across its whole range", () => {
+  for (let base = 0; base <= 400; base++) {
+    const tables = Array.from({ length: ROUTE_TABLE_SPAN }, (_, d) => base + d);
+    const collides = tables.some((t) => t === 0 || (t >= 253 && t <= 255));
+    const p = routeTableBaseProblem(base);
+    assert.equal(p !== undefined, collides, `base ${base}: ${p}`);
+    if (p) {
+      assert.match(p, /use 1–189 or 256–2147483584, e\.g\. 100 \(the default\) or 256/);
+      assert.match(
+        problems({ routeTableBase: base }).join(),
+        new RegExp(`^routeTableBase: ${base} is unusable`),
+      );
+    } else assert.equal(resolveConfig({ routeTableBase: base }, {}, {}).routeTableBase, base);
+  }
+  assert.match(routeTableBaseProblem(253)!, /device index 1 would use table 254 \(main\)/);
+  assert.match(
+    problems({ routeTableBase: MAX_ROUTE_TABLE_BASE + 1 }).join(),
+    /leave the kernel's range/,
+  );
+  assert.equal(
+    resolveConfig({ routeTableBase: MAX_ROUTE_TABLE_BASE }, {}, {}).routeTableBase,
+    MAX_ROUTE_TABLE_BASE,
+  );
+});
+
+Deno.test("config: cooldowns and periods have documented maxima", () => {
+  assert.match(
+    problems({ pools: [{ name: "a", ipCooldownSeconds: 1e12 }] }).join(),
+    /^pools\[0\]\.ipCooldownSeconds: must be at most 3600; got 1000000000000/,
+  );
+  assert.equal(
+    resolveConfig({ pools: [{ name: "a", ipCooldownSeconds: 3600 }] }, {}, {}).pools[0]
+      .ipCooldownSeconds,
+    3600,
+  );
+  const knob = (k: string) => KNOBS.find((x) => x.knob === k)!.doc;
+  assert.match(knob("pools[].ipCooldownSeconds"), /0–3600/);
+  assert.match(knob("routeTableBase"), /1–189 or 256–2147483584/);
+  for (
+    const [k, max] of [
+      ["releaseDelaySeconds", 86400],
+      ["leakedEniGraceSeconds", 604800],
+      ["imdsCheckSeconds", 3600],
+      ["ec2ResyncSeconds", 86400],
+      ["reconcileIntervalSeconds", 300],
+    ] as const
+  ) {
+    assert.match(problems({ [k]: max + 1 }).join(), new RegExp(`^${k}: must be at most ${max}`));
+    assert.equal(resolveConfig({ [k]: max }, {}, {})[k], max);
+    assert.match(knob(k), new RegExp(`${max}\\b`), `${k}'s bound is documented`);
+  }
+});
+
+Deno.test("config: every knob's README row matches its doc", async () => {
+  for (const readme of ["../README.md", "./README.md"]) {
+    const lines = (await Deno.readTextFile(new URL(readme, import.meta.url))).split("\n");
+    const start = lines.findIndex((l) => /^\| knob +\| default/.test(l));
+    assert.ok(start >= 0, `${readme} has the knob table`);
+    const end = lines.findIndex((l, i) => i > start && !l.startsWith("|"));
+    const table = lines.slice(start, end);
+    for (const k of KNOBS) {
+      const row = table.find((l) => l.startsWith(`| \`${k.knob}\``));
+      assert.ok(row, `${readme} has a row for ${k.knob}`);
+      const cells = row.split(/(?<!\\)\|/).map((c) => c.trim().replaceAll("\\|", "|"));
+      assert.equal(cells[5], k.doc, `${readme}: ${k.knob}`);
+    }
+  }
 });

@@ -9,8 +9,20 @@
  * @module
  */
 import type { CloudApi, SecurityGroupInfo, SubnetInfo } from "./cloud.ts";
-import { ConfigError, type DaemonConfig, subnetChoice } from "./config.ts";
-import { CheckpointWriter, readCheckpoint } from "./checkpoint.ts";
+import {
+  ConfigError,
+  type DaemonConfig,
+  MAX_COOLDOWN_SECONDS,
+  ROUTE_TABLE_SPAN,
+  subnetChoice,
+} from "./config.ts";
+import {
+  type Checkpoint,
+  CheckpointWriter,
+  hasDuplicateAttachments,
+  readCheckpoint,
+  repairCheckpoint,
+} from "./checkpoint.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
 import type { GrowthContext } from "./growth.ts";
 import { PoolManager } from "./pools.ts";
@@ -25,9 +37,10 @@ import { nodeSubnetFromImds, SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cac
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
 import { collectGarbage } from "./memory.ts";
+import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
+import { checkSocketPath } from "./unix_socket.ts";
 
-/** The lock file that keeps two daemons off one state dir. */
-export const LOCK_FILE = "ipam.lock";
+export { LOCK_FILE };
 
 /** A running daemon. */
 export interface RunningDaemon {
@@ -88,38 +101,51 @@ export interface StartOptions {
   imdsSettleMs?: number;
 }
 
-/** Starts the daemon with a cloud (the real one, or the simulator's through the real SDK). */
+/**
+ * Starts the daemon with a cloud (the real one, or the simulator's through the real SDK), or
+ * with a function that makes one once the state directory is claimed. What is at `stateDir`
+ * and `socketPath` is checked before anything is created; another daemon on the state dir is
+ * refused at once; a start that fails gives back the state dir and lock it created.
+ */
 export async function startDaemon(
   cfg: DaemonConfig,
-  cloud: CloudApi,
+  cloud: CloudApi | (() => Promise<CloudApi>),
   o: StartOptions = {},
 ): Promise<RunningDaemon> {
   const now = o.now ?? Date.now;
-  await Deno.mkdir(cfg.stateDir, { recursive: true, mode: 0o700 });
-  const lock = await Deno.open(`${cfg.stateDir}/${LOCK_FILE}`, {
-    read: true,
-    write: true,
-    create: true,
-    mode: 0o600,
-  });
+  const claim = await claimStateDir(cfg.stateDir);
   try {
-    await lock.lock(true);
+    await checkSocketPath(cfg.socketPath);
+    const c = typeof cloud === "function" ? await cloud() : cloud;
+    return await startLocked(cfg, c, claim, now, o.kernel ?? hostKernelView(), o);
   } catch (e) {
-    lock.close();
-    throw new Error(`cannot lock ${cfg.stateDir}/${LOCK_FILE}: ${(e as Error).message}`);
-  }
-  try {
-    return await startLocked(cfg, cloud, lock, now, o.kernel ?? hostKernelView(), o);
-  } catch (e) {
-    lock.close();
+    await claim.undo();
     throw e;
   }
+}
+
+/** The checkpoint made safe to reconcile (ipam/checkpoint.ts), each repair logged. */
+async function repaired(
+  cfg: DaemonConfig,
+  cp: Checkpoint,
+  kernel: KernelView,
+  now: number,
+): Promise<Checkpoint> {
+  const routed = hasDuplicateAttachments(cp) ? await kernel.routedPodIps() : undefined;
+  const { checkpoint, warnings } = repairCheckpoint(cp, {
+    now,
+    maxCooldownMs: MAX_COOLDOWN_SECONDS * 1000,
+    cooldownMs: (pool) => (cfg.pools.find((p) => p.name === pool)?.ipCooldownSeconds ?? 30) * 1000,
+    routed,
+  });
+  for (const w of warnings) log.warn("{warning}", { warning: w, stateDir: cfg.stateDir });
+  return checkpoint;
 }
 
 async function startLocked(
   cfg: DaemonConfig,
   rawCloud: CloudApi,
-  lock: Deno.FsFile,
+  claim: StateDirClaim,
   now: () => number,
   kernel: KernelView,
   o: StartOptions,
@@ -150,6 +176,12 @@ async function startLocked(
     if (matched.length === 0) {
       problems.push(`pools[${i}].subnets: matches no subnet in ${node.az}`);
     }
+    if (i === 0 && limits.maxEnis > ROUTE_TABLE_SPAN) {
+      problems.push(
+        `routeTableBase: the instance's ${limits.maxEnis} ENIs need more than the ` +
+          `${ROUTE_TABLE_SPAN} route tables this daemon reserves from routeTableBase`,
+      );
+    }
     if (p.firstInterfaceIndex >= limits.maxEnis) {
       problems.push(
         `pools[${i}].firstInterfaceIndex: ${p.firstInterfaceIndex} is not below the ` +
@@ -168,6 +200,7 @@ async function startLocked(
     });
     checkpoint = undefined;
   }
+  if (checkpoint) checkpoint = await repaired(cfg, checkpoint, kernel, now());
   const { state, report } = await reconcile({
     cfg,
     cloud,
@@ -301,7 +334,7 @@ async function startLocked(
       await Promise.allSettled([api.shutdown(), introspection.shutdown(), loop]);
       await writer.save().catch(() => {});
       await Deno.remove(cfg.socketPath).catch(() => {});
-      lock.close();
+      claim.release();
       rawCloud.close?.();
       resolveFinished();
     },

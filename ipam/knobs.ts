@@ -43,14 +43,16 @@ export const KNOBS: KnobDoc[] = [
     def: DEFAULT_IPAM_SOCKET,
     env: "VPCNI_SOCKET",
     flag: "--socket",
-    doc: "unix socket the CNI plugin talks to (mode 0600)",
+    doc:
+      "unix socket the CNI plugin talks to (mode 0600 from its creation); anything but a stale socket at the path is refused, never replaced",
   },
   {
     knob: "stateDir",
     def: "/var/lib/vpcni",
     env: "VPCNI_STATE_DIR",
     flag: "--state-dir",
-    doc: "where the checkpoint lives",
+    doc:
+      "where the checkpoint and the lock live; must be a directory (created 0700 if absent), one daemon per directory",
   },
   {
     knob: "listen",
@@ -90,39 +92,40 @@ export const KNOBS: KnobDoc[] = [
   {
     knob: "addTimeoutSeconds",
     def: "20",
-    doc: "how long an ADD waits for the pool to grow before answering code 11",
+    doc: "how long an ADD waits for the pool to grow before answering code 11; > 0, at most 300",
   },
   {
     knob: "reconcileIntervalSeconds",
     def: "5",
-    doc: "period of the warm loop (targets, cooldown expiry, releases)",
+    doc: "period of the warm loop (targets, cooldown expiry, releases); 0.05–300",
   },
   {
     knob: "releaseDelaySeconds",
     def: "60",
-    doc: "hysteresis: a surplus must last this long before IPs or ENIs are released",
+    doc: "hysteresis: a surplus must last this long before IPs or ENIs are released; 0–86400",
   },
   {
     knob: "leakedEniGraceSeconds",
     def: "300",
-    doc: "our tagged ENIs 'available' for longer than this are deleted",
+    doc: "our tagged ENIs 'available' for longer than this are deleted; 0–604800 (a week)",
   },
   {
     knob: "imdsCheckSeconds",
     def: "60",
     doc:
-      "period of the comparison with instance metadata (no EC2 API calls); a disagreement starts an EC2 re-sync at once",
+      "period of the comparison with instance metadata (no EC2 API calls); a disagreement starts an EC2 re-sync at once; > 0, at most 3600",
   },
   {
     knob: "ec2ResyncSeconds",
     def: "600",
     doc:
-      "period of the full re-sync with EC2 (adopt or drop addresses EC2 disagrees on, refresh subnet free counts) and of the leaked-ENI collector",
+      "period of the full re-sync with EC2 (adopt or drop addresses EC2 disagrees on, refresh subnet free counts) and of the leaked-ENI collector; > 0, at most 86400",
   },
   {
     knob: "routeTableBase",
     def: "100",
-    doc: "route table of ENI with device index d is routeTableBase + d",
+    doc:
+      "route table of ENI with device index d (0–63) is routeTableBase + d; 1–189 or 256–2147483584, so no ENI lands on table 0, 253 (default), 254 (main) or 255 (local)",
   },
   { knob: "defaultPool", def: "(first pool)", doc: "pool used by pods without annotation" },
   { knob: "pools[].name", def: "default", doc: "DNS label; annotation vpcni.io/pool names it" },
@@ -162,6 +165,7 @@ export const KNOBS: KnobDoc[] = [
   {
     knob: "pools[].ipCooldownSeconds",
     def: "30",
-    doc: "a released address is not handed out again before this (survives restarts)",
+    doc:
+      "a released address is not handed out again before this (survives restarts); 0–3600; a checkpoint cooldown ending later than now + 3600 s is cut to that, with a warning",
   },
 ];
