@@ -25,6 +25,7 @@ import { nodeSubnetFromImds, SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cac
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
 import { collectGarbage } from "./memory.ts";
+import { EgressKeeper } from "./egress/keeper.ts";
 
 /** The lock file that keeps two daemons off one state dir. */
 export const LOCK_FILE = "ipam.lock";
@@ -222,6 +223,15 @@ async function startLocked(
     save: () => writer.save(),
   });
   await writer.save(); // the reconciled state is the new truth
+  const egress = new EgressKeeper({
+    cfg,
+    primary,
+    vpcCidrs: node.vpcCidrs,
+    az: node.az,
+    subnets,
+    enis: () => state.enis.values(),
+  });
+  egress.sync(); // SNAT and connection marks before the first pod is served
 
   let ready = false;
   const api = await serveUnixApi(cfg.socketPath, pools);
@@ -263,6 +273,7 @@ async function startLocked(
             ec2Due = true;
           }
           if (!ec2Due) collectGarbage(); // a quiet moment, once a minute
+          if (!ec2Due) egress.sync();
         }
         if (ec2Due) {
           lastImdsCheck = now();
@@ -270,6 +281,7 @@ async function startLocked(
           await subnetCache.refresh(0);
           if (await resyncWithEc2(ctx, cloud)) await writer.save();
           await collector.collect();
+          egress.sync();
           collectGarbage();
         }
       } catch (e) {

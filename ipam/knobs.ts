@@ -164,4 +164,20 @@ export const KNOBS: KnobDoc[] = [
     def: "30",
     doc: "a released address is not handed out again before this (survives restarts)",
   },
+  {
+    knob: "pools[].snat",
+    def: "(node; none on ipvlan-l2)",
+    doc:
+      "`node`: the pool's pods reach beyond the VPC with the node's address (SNAT); `none`: they keep their own (a NAT gateway's job)",
+  },
+  {
+    knob: "pools[].snatExcludeCidrs",
+    def: "[]",
+    doc: "destinations outside the VPC reached without SNAT (peered networks, VPN, on-premises)",
+  },
+  {
+    knob: "pools[].snatRandomFully",
+    def: "true",
+    doc: "SNAT picks every connection's source port at random (no port clashes under load)",
+  },
 ];
