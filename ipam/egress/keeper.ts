@@ -89,10 +89,21 @@ export class EgressKeeper {
     return planEgress(egressFacts(this.#src));
   }
 
-  /** Makes the kernel match the plan; logs what it changed, or why it could not. */
+  /**
+   * Makes the kernel match the plan; logs what it changed, or why it could not. Where the
+   * primary ENI's link is not in this netns, this is not the node's network and nothing is
+   * programmed.
+   */
   sync(): void {
     try {
-      const r = applyEgress(this.plan(), this.#src.netnsPath);
+      const facts = egressFacts(this.#src);
+      if (facts.enis.find((e) => e.deviceIndex === 0)?.ifindex === undefined) {
+        throw new Error(
+          `the primary ENI (${this.#src.primary.mac}) has no link in this network namespace: ` +
+            "not the node's network, nothing programmed",
+        );
+      }
+      const r = applyEgress(planEgress(facts), this.#src.netnsPath);
       const { missing, stray } = r.diff;
       if (missing.length || stray.length) {
         log.info("egress ruleset corrected: {changes}", {
