@@ -5,10 +5,11 @@
  * - set `vpc`: the VPC's CIDR blocks (all of them), never SNATed;
  * - per SNATing pool P: set `src-P` (the pool's subnets) and set `skip-P` (its
  *   `snatExcludeCidrs`);
- * - chain `prerouting` (filter, mangle priority) and chain `output` (route, mangle priority:
- *   a changed mark re-routes locally sent packets, ipvlan-l3s pods' included): a connection's
- *   mark is restored to the packet; a new connection entering through ENI d is marked d; a
- *   new connection of a SNATing pod to outside the VPC is marked 0 (the primary ENI);
+ * - chain `prerouting` (filter) and chain `output` (route: a changed mark re-routes locally
+ *   sent packets, ipvlan-l3s pods' included), both at {@linkcode MARK_PRIORITY}, after DNAT: a
+ *   connection's mark is restored to the packet; a new connection entering through ENI d is
+ *   marked d; a new connection of a SNATing pod to outside the VPC is marked 0 (the primary
+ *   ENI). Only the bits of {@linkcode MARK_MASK} are set, so kube-proxy's marks survive;
  * - chain `postrouting` (nat, srcnat priority): a SNATing pod's packets to outside the VPC and
  *   outside its exclusions leave with the node's address (ports fully random unless turned off).
  *
@@ -41,6 +42,11 @@ export const EGRESS_TABLE_COMMENT = "vpcni egress: SNAT and connection marks (do
 export const EGRESS_RULE_PRIORITY = 1500;
 /** The bits of the packet and connection mark vpcni uses (kube-proxy uses 0x4000, 0x8000). */
 export const MARK_MASK = 0x00ff0000;
+/**
+ * Priority of the mark chains: just after dstnat (-100), so a Service's DNAT has happened and
+ * the endpoint (a pod in the VPC), not the ClusterIP, decides whether a packet leaves the VPC.
+ */
+export const MARK_PRIORITY = -90;
 /** The main route table. */
 export const RT_TABLE_MAIN = 254;
 
@@ -109,11 +115,27 @@ function addr(ip: string): Uint8Array {
   return be32(n);
 }
 
-function setMark(mark: number): NftExpr[] {
+/** `<key> mark set <key> mark & ~MARK_MASK | mark`: vpcni's bits only, others kept. */
+function setBits(key: "ct" | "meta", mark: number): NftExpr[] {
   return [
-    { type: "immediate", dreg: R, data: hostU32(mark) },
-    { type: "ctSet", key: "mark", sreg: R },
-    { type: "metaSet", key: "mark", sreg: R },
+    key === "ct" ? { type: "ct", key: "mark", dreg: R } : { type: "meta", key: "mark", dreg: R },
+    { type: "bitwise", sreg: R, dreg: R, mask: hostU32(~MARK_MASK), xor: hostU32(mark) },
+    key === "ct"
+      ? { type: "ctSet", key: "mark", sreg: R }
+      : { type: "metaSet", key: "mark", sreg: R },
+  ];
+}
+
+function setMark(mark: number): NftExpr[] {
+  return [...setBits("ct", mark), ...setBits("meta", mark)];
+}
+
+/** `ct mark & MARK_MASK == mark`: the connection carries vpcni's mark `mark`. */
+function ctMarkIs(mark: number): NftExpr[] {
+  return [
+    { type: "ct", key: "mark", dreg: R },
+    { type: "bitwise", sreg: R, dreg: R, mask: hostU32(MARK_MASK), xor: hostU32(0) },
+    { type: "cmp", op: "eq", sreg: R, data: hostU32(mark) },
   ];
 }
 
@@ -168,12 +190,12 @@ export function planEgress(facts: EgressFacts): EgressPlan {
     {
       table: EGRESS_TABLE,
       name: "prerouting",
-      hook: { type: "filter", hook: "prerouting", priority: -150 },
+      hook: { type: "filter", hook: "prerouting", priority: MARK_PRIORITY },
     },
     {
       table: EGRESS_TABLE,
       name: "output",
-      hook: { type: "route", hook: "output", priority: -150 },
+      hook: { type: "route", hook: "output", priority: MARK_PRIORITY },
     },
     {
       table: EGRESS_TABLE,
@@ -181,16 +203,22 @@ export function planEgress(facts: EgressFacts): EgressPlan {
       hook: { type: "nat", hook: "postrouting", priority: 100 },
     },
   ];
-  const restore: NftExpr[] = [
-    { type: "ct", key: "mark", dreg: R },
-    { type: "bitwise", sreg: R, dreg: R, mask: hostU32(MARK_MASK), xor: hostU32(0) },
-    { type: "cmp", op: "neq", sreg: R, data: hostU32(0) },
-    { type: "metaSet", key: "mark", sreg: R },
-    { type: "verdict", code: -5 },
-  ];
+  const marked = [
+    ...new Set([
+      0,
+      ...facts.enis.filter((e) => e.ifindex !== undefined)
+        .map((e) => e.deviceIndex),
+    ]),
+  ].sort((a, b) => a - b);
   const rules: NftRuleSpec[] = [];
   for (const chain of ["prerouting", "output"]) {
-    rules.push(rule(chain, "connection mark to packet", restore));
+    for (const d of marked) {
+      rules.push(rule(chain, `connection of ENI #${d}: mark the packet`, [
+        ...ctMarkIs(eniMark(d)),
+        ...setBits("meta", eniMark(d)),
+        { type: "verdict", code: -5 },
+      ]));
+    }
     if (chain === "prerouting") {
       for (const e of [...facts.enis].sort((a, b) => a.deviceIndex - b.deviceIndex)) {
         if (e.ifindex === undefined) continue;

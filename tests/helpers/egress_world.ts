@@ -18,7 +18,7 @@ import { applyEgress, type EgressApplyResult } from "../../ipam/egress/apply.ts"
 import { findLinkByMac, NetlinkSocket } from "../../netlink/mod.ts";
 import { createNetns, deleteNetns, type TestNetns, uniqueName } from "./netns.ts";
 import { eniOf } from "./datapath_simfabric.ts";
-import { run } from "./sh.ts";
+import { run, sh } from "./sh.ts";
 
 const PEER = new URL("./peer_addr.ts", import.meta.url).pathname;
 /** The node's primary address (the one the internet gateway maps). */
@@ -244,6 +244,36 @@ export async function egressFailures(kind: DatapathKind, hostSeesPods: boolean):
       );}
     seen = await w.ask(w.pod.name, net.onPremHost);
     expect("excluded CIDR: on-premises still sees the pod's address", seen === POD_IP, seen);
+
+    if (kind === "veth") {
+      // A Service (kube-proxy-style DNAT, mark 0x4000 kept for its masquerade rule) whose
+      // endpoint is in the VPC: the endpoint decides, so it leaves by the pod's ENI unSNATed.
+      await w.serve(w.fabric.netns, "10.7.1.1");
+      await sh(["nft", "-f", "-"], {
+        netns: w.node.name,
+        stdin: [
+          "table ip kubeproxy {",
+          "  chain pre { type nat hook prerouting priority dstnat; ip daddr 10.96.0.10 tcp dport 7070 meta mark set meta mark | 0x4000 dnat to 10.7.1.1; }",
+          "  chain post { type nat hook postrouting priority srcnat; meta mark & 0x4000 == 0x4000 counter; }",
+          "}",
+          "",
+        ].join("\n"),
+      });
+      seen = await w.ask(w.pod.name, "10.96.0.10");
+      expect(
+        "ClusterIP with a VPC endpoint: reached with the pod's address",
+        seen === POD_IP,
+        seen,
+      );
+      const kp = await run(["nft", "list", "chain", "ip", "kubeproxy", "post"], {
+        netns: w.node.name,
+      });
+      expect(
+        "kube-proxy's 0x4000 mark survives vpcni's",
+        /packets [1-9]/.test(kp.stdout),
+        kp.stdout,
+      );
+    }
 
     // A connection that enters through ENI #1 is answered through ENI #1, not main's eth0
     // (whose VPC port drops a source address eth0 does not own).
