@@ -52,10 +52,11 @@ export function expectedEgress(f: Facts, hostNetns?: string): EgressPlan | strin
       };
     }),
   };
-  if (facts.enis.find((e) => e.deviceIndex === 0)?.ifindex === undefined) {
+  const plan = planEgress(facts);
+  if (plan.chains.length && facts.enis.find((e) => e.deviceIndex === 0)?.ifindex === undefined) {
     return `the primary ENI (${primary.mac}) has no link here: not the node's network`;
   }
-  return planEgress(facts);
+  return plan;
 }
 
 /** The differences doctor reports (a pool's source set is judged only with the daemon up). */

@@ -14,13 +14,7 @@ import { matchSubnets } from "../subnets.ts";
 import { log } from "../log.ts";
 import { NetlinkSocket } from "../../netlink/socket.ts";
 import { findLinkByMac } from "../../netlink/link.ts";
-import {
-  type EgressEni,
-  type EgressFacts,
-  type EgressPlan,
-  planEgress,
-  RT_TABLE_MAIN,
-} from "./plan.ts";
+import { type EgressEni, type EgressFacts, planEgress, RT_TABLE_MAIN } from "./plan.ts";
 import { applyEgress } from "./apply.ts";
 
 /** What the keeper reads each pass. */
@@ -84,26 +78,23 @@ export class EgressKeeper {
     this.#src = src;
   }
 
-  /** The plan for the node as it is now. */
-  plan(): EgressPlan {
-    return planEgress(egressFacts(this.#src));
-  }
-
   /**
-   * Makes the kernel match the plan; logs what it changed, or why it could not. Where the
-   * primary ENI's link is not in this netns, this is not the node's network and nothing is
-   * programmed.
+   * Makes the kernel match the plan; logs what it changed, or why it could not. Where a pool
+   * SNATs but the primary ENI's link is not in this netns, this is not the node's network and
+   * nothing is programmed.
    */
   sync(): void {
     try {
       const facts = egressFacts(this.#src);
-      if (facts.enis.find((e) => e.deviceIndex === 0)?.ifindex === undefined) {
+      const plan = planEgress(facts);
+      const primaryLink = facts.enis.find((e) => e.deviceIndex === 0)?.ifindex;
+      if (plan.chains.length > 0 && primaryLink === undefined) {
         throw new Error(
           `the primary ENI (${this.#src.primary.mac}) has no link in this network namespace: ` +
             "not the node's network, nothing programmed",
         );
       }
-      const r = applyEgress(planEgress(facts), this.#src.netnsPath);
+      const r = applyEgress(plan, this.#src.netnsPath);
       const { missing, stray } = r.diff;
       if (missing.length || stray.length) {
         log.info("egress ruleset corrected: {changes}", {
