@@ -8,6 +8,10 @@
  * - SNAT: the internet host; without the ruleset the bench lets the internet gateway carry
  *   the pod's own address, with it the packets are SNATed to the node's.
  *
+ * Three setups of the node: no rules at all; conntrack only (an empty nat chain, as any node
+ * running kube-proxy has); vpcni's ruleset. The ruleset turns conntrack on by itself, so
+ * "vpcni / conntrack only" is its cost on a real node.
+ *
  * Usage: deno run -A bench/egress/snat_bench.ts [--count N] [--rounds R]
  *
  * @module
@@ -19,8 +23,8 @@ import { run } from "../../tests/helpers/sh.ts";
 const { values } = parseArgs({
   args: Deno.args,
   options: {
-    count: { type: "string", default: "50000" },
-    rounds: { type: "string", default: "5" },
+    count: { type: "string", default: "20000" },
+    rounds: { type: "string", default: "9" },
   },
 });
 const count = Number(values.count);
@@ -44,42 +48,67 @@ async function flood(w: EgressWorld, to: string): Promise<number> {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-const w = await EgressWorld.create("veth");
-const results: Record<string, number[]> = {
-  noRulesOnPrem: [],
-  rulesOnPrem: [],
-  noRulesNet: [],
-  snatNet: [],
-};
-try {
-  const net = w.internet;
-  for (let i = 0; i < rounds; i++) {
-    await net.setPublicSources([NODE_IP, POD_IP]);
-    w.apply({ snat: "none" });
-    results.noRulesOnPrem.push(await flood(w, net.onPremHost));
-    results.noRulesNet.push(await flood(w, net.publicHost));
-    await net.setPublicSources([NODE_IP]);
+/** The node's state for one measurement. */
+type Setup = "bare" | "conntrack" | "vpcni";
+const SETUPS: Setup[] = ["bare", "conntrack", "vpcni"];
+const CT_ONLY = "table ip ctonly { chain pre { type nat hook prerouting priority dstnat; }; }\n";
+
+async function setUp(w: EgressWorld, s: Setup): Promise<void> {
+  await run(["nft", "delete", "table", "ip", "ctonly"], { netns: w.node.name });
+  if (s === "vpcni") {
+    await w.internet.setPublicSources([NODE_IP]);
     w.apply({ snat: "node", excludeCidrs: ["192.0.2.0/24"] });
-    results.rulesOnPrem.push(await flood(w, net.onPremHost));
-    results.snatNet.push(await flood(w, net.publicHost));
+    return;
+  }
+  // Without SNAT the bench lets the gateway carry the pod's own address, for a baseline.
+  await w.internet.setPublicSources([NODE_IP, POD_IP]);
+  w.apply({ snat: "none" });
+  if (s === "conntrack") {
+    const r = await run(["nft", "-f", "-"], { netns: w.node.name, stdin: CT_ONLY });
+    if (r.code !== 0) throw new Error(r.stderr);
+  }
+}
+
+const w = await EgressWorld.create("veth");
+const onPrem: Record<Setup, number[]> = { bare: [], conntrack: [], vpcni: [] };
+const net: Record<Setup, number[]> = { bare: [], conntrack: [], vpcni: [] };
+try {
+  for (let i = 0; i < rounds; i++) {
+    // Rotate the order each round, so a drift in the machine's load hits every setup alike.
+    for (let k = 0; k < SETUPS.length; k++) {
+      const s = SETUPS[(i + k) % SETUPS.length];
+      await setUp(w, s);
+      onPrem[s].push(await flood(w, w.internet.onPremHost));
+      net[s].push(await flood(w, w.internet.publicHost));
+    }
   }
 } finally {
   await w.close();
 }
-const m = Object.fromEntries(Object.entries(results).map(([k, v]) => [k, median(v)]));
-const row = (what: string, a: string, b: string) => {
-  const ratios = results[b].map((x, i) => x / results[a][i]);
-  console.log(
-    `| ${what} | ${m[a].toFixed(1)} µs | ${m[b].toFixed(1)} µs | **${
-      (m[b] / m[a]).toFixed(2)
-    }×** (rounds ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}×) |`,
-  );
-};
 const load = (await Deno.readTextFile("/proc/loadavg")).split(" ")[0];
 console.log(
-  `ping -f -c ${count}, ${rounds} rounds, medians of the time per ping; load ${load}`,
+  `ping -f -c ${count}, ${rounds} rounds, medians of the time per ping (µs); load ${load}`,
 );
-console.log("| path | no ruleset | ruleset | ratio |");
-console.log("| ---- | ---------: | ------: | ----: |");
-row("pod → excluded (on-premises) host: marks and lookups, no NAT", "noRulesOnPrem", "rulesOnPrem");
-row("pod → internet host: SNAT to the node", "noRulesNet", "snatNet");
+console.log(
+  "| destination | no rules | conntrack only | vpcni ruleset | vpcni / no rules | vpcni / conntrack only |",
+);
+console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+for (
+  const [what, r] of [["excluded (on-premises) host: marks, lookups, no NAT", onPrem], [
+    "internet host: SNAT to the node",
+    net,
+  ]] as const
+) {
+  const m = (s: Setup) => median(r[s]);
+  const ratio = (a: Setup, b: Setup) => {
+    const per = r[a].map((x, i) => x / r[b][i]);
+    return `**${(m(a) / m(b)).toFixed(2)}×** (${Math.min(...per).toFixed(2)}–${
+      Math.max(...per).toFixed(2)
+    })`;
+  };
+  console.log(
+    `| ${what} | ${m("bare").toFixed(1)} | ${m("conntrack").toFixed(1)} | ${
+      m("vpcni").toFixed(1)
+    } | ${ratio("vpcni", "bare")} | ${ratio("vpcni", "conntrack")} |`,
+  );
+}
