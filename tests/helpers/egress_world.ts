@@ -46,6 +46,47 @@ function scenario() {
   });
 }
 
+/**
+ * Starts a far end in `netns` on `addr` that answers each connection with the address it
+ * sees; kill the returned process to stop it.
+ */
+export async function startFarEnd(netns: string, addr: string): Promise<Deno.ChildProcess> {
+  const child = new Deno.Command("ip", {
+    args: [
+      "netns",
+      "exec",
+      netns,
+      Deno.execPath(),
+      "run",
+      "--allow-net",
+      "--no-check",
+      PEER,
+      "serve",
+      addr,
+      String(PORT),
+    ],
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const reader = child.stdout.getReader();
+  const { value } = await reader.read();
+  reader.releaseLock();
+  if (!new TextDecoder().decode(value).includes("ready")) {
+    child.kill("SIGKILL");
+    throw new Error(`far end on ${addr} in ${netns} did not start`);
+  }
+  return child;
+}
+
+/** Asks the far end at `addr` from `netns`: the address it saw, or "unreachable". */
+export async function askFarEnd(netns: string, addr: string): Promise<string> {
+  const r = await run(
+    [Deno.execPath(), "run", "--allow-net", "--no-check", PEER, "ask", addr, String(PORT)],
+    { netns },
+  );
+  return r.stdout.trim();
+}
+
 /** A node with one pod, the fabric and the internet; {@linkcode EgressWorld.close} undoes it. */
 export class EgressWorld {
   private servers: Deno.ChildProcess[] = [];
@@ -149,45 +190,12 @@ export class EgressWorld {
 
   /** Starts a far end in `netns` on `addr` that answers with the address it sees. */
   async serve(netns: string, addr: string): Promise<void> {
-    const child = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        netns,
-        Deno.execPath(),
-        "run",
-        "--allow-net",
-        "--no-check",
-        PEER,
-        "serve",
-        addr,
-        String(PORT),
-      ],
-      stdout: "piped",
-      stderr: "null",
-    }).spawn();
-    this.servers.push(child);
-    const reader = child.stdout.getReader();
-    const { value } = await reader.read();
-    reader.releaseLock();
-    if (!new TextDecoder().decode(value).includes("ready")) {
-      throw new Error("far end did not start");
-    }
+    this.servers.push(await startFarEnd(netns, addr));
   }
 
   /** Asks the far end at `addr` from `netns`: the address it saw, or "unreachable". */
-  async ask(netns: string, addr: string): Promise<string> {
-    const r = await run([
-      Deno.execPath(),
-      "run",
-      "--allow-net",
-      "--no-check",
-      PEER,
-      "ask",
-      addr,
-      String(PORT),
-    ], { netns });
-    return r.stdout.trim();
+  ask(netns: string, addr: string): Promise<string> {
+    return askFarEnd(netns, addr);
   }
 
   /** Removes everything the world made. */
