@@ -166,9 +166,9 @@ export const KNOBS: KnobDoc[] = [
   },
   {
     knob: "pools[].snat",
-    def: "(node; none on ipvlan-l2)",
+    def: "node",
     doc:
-      "`node`: the pool's pods reach beyond the VPC with the node's address (SNAT); `none`: they keep their own (a NAT gateway's job)",
+      "`node` (`none` on ipvlan-l2): pods reach beyond the VPC with the node's address (SNAT); `none`: with their own",
   },
   {
     knob: "pools[].snatExcludeCidrs",
