@@ -1,0 +1,186 @@
+/**
+ * Checks `CNI_NETNS` before anything acts on it: the path must name a network namespace
+ * file, and not the one the plugin itself runs in (the node's). A FIFO, socket, device,
+ * directory, regular file or a namespace of another type is refused with code 4 without
+ * blocking: the file's type is read with stat first, then the file is opened with `O_PATH`
+ * (which never blocks and has no side effect on devices), its filesystem must be nsfs
+ * (`fstatfs`), and its namespace type `CLONE_NEWNET` (`NS_GET_NSTYPE`, on a second open
+ * through `/proc/self/fd`, since ioctl needs a real open).
+ *
+ * @module
+ */
+import { cString, errno, libc, O_CLOEXEC, O_RDONLY, strerror } from "../netlink/libc.ts";
+import { CniError, ErrorCode } from "./errors.ts";
+
+/** Longest `CNI_NETNS` accepted, in bytes (Linux's PATH_MAX less the NUL). */
+export const MAX_NETNS_PATH_BYTES = 4095;
+
+/** `f_type` of an nsfs file (linux/magic.h). */
+const NSFS_MAGIC = 0x6e736673n;
+/** ioctl(2) request: the namespace type of an nsfs fd (linux/nsfs.h, _IO(0xb7, 0x3)). */
+const NS_GET_NSTYPE = 0xb703n;
+/** setns(2)/clone(2) namespace types, for naming what a file is instead. */
+const NS_TYPES: Record<number, string> = {
+  0x00020000: "mount",
+  0x02000000: "cgroup",
+  0x04000000: "UTS",
+  0x08000000: "IPC",
+  0x10000000: "user",
+  0x20000000: "PID",
+  0x40000000: "network",
+  0x00000080: "time",
+};
+const CLONE_NEWNET = 0x40000000;
+const O_PATH = 0o10000000;
+const O_NONBLOCK = 0o4000;
+const O_NOCTTY = 0o400;
+/** The netns files of the plugin's own process and thread, and of PID 1 (the host's). */
+const OWN_NETNS = ["/proc/self/ns/net", "/proc/thread-self/ns/net", "/proc/1/ns/net"];
+
+/** Only what this check needs; bound on first use, apart from netlink/'s group. */
+const NSFS_SYMBOLS = {
+  fstatfs: { parameters: ["i32", "buffer"], result: "i32" },
+  // ioctl is variadic in C; NS_GET_NSTYPE takes no argument, a null third one is ignored.
+  ioctl: { parameters: ["i32", "u64", "pointer"], result: "i32" },
+} as const;
+
+let nsfs: Deno.DynamicLibrary<typeof NSFS_SYMBOLS>["symbols"] | undefined;
+
+function nsfsLibc() {
+  return (nsfs ??= Deno.dlopen("libc.so.6", NSFS_SYMBOLS).symbols);
+}
+
+/** What the named file turned out to be. */
+export type NetnsState =
+  /** A network namespace other than the plugin's own. */
+  | "netns"
+  /** Nothing is there (or, for DEL, an empty file whose netns mount is gone). */
+  | "gone";
+
+function refuse(path: string, what: string, fix: string): CniError {
+  return new CniError(
+    ErrorCode.INVALID_ENV,
+    `CNI_NETNS ${JSON.stringify(path)} ${what}`,
+    fix,
+  );
+}
+
+const NOT_A_NETNS_FIX = "CNI_NETNS must name the pod's network namespace: a bind mount such as " +
+  "/run/netns/<name> or /proc/<pid>/ns/net of a process inside the pod";
+
+function kindOf(info: Deno.FileInfo): string | undefined {
+  if (info.isFile) return undefined;
+  if (info.isDirectory) return "a directory";
+  if (info.isFifo) return "a FIFO";
+  if (info.isSocket) return "a unix socket";
+  if (info.isCharDevice) return "a character device";
+  if (info.isBlockDevice) return "a block device";
+  return "not a regular file";
+}
+
+function sameFile(a: Deno.FileInfo, b: Deno.FileInfo): boolean {
+  return a.dev === b.dev && a.ino === b.ino;
+}
+
+/**
+ * Checks the netns file `path` for `verb` (ADD, CHECK or DEL). Returns "netns" for a pod's
+ * network namespace; "gone" when nothing is there (ADD and CHECK then fail with code 3:
+ * the container is gone) or, for DEL only, when an empty regular file stands where a netns
+ * mount was (the runtime removed the netns but not its name). Anything else is code 4.
+ */
+export function checkNetnsFile(path: string, verb: "ADD" | "CHECK" | "DEL"): NetnsState {
+  if (new TextEncoder().encode(path).length > MAX_NETNS_PATH_BYTES) {
+    throw refuse(
+      `${path.slice(0, 64)}…`,
+      `is longer than ${MAX_NETNS_PATH_BYTES} bytes`,
+      NOT_A_NETNS_FIX,
+    );
+  }
+  if (!path.startsWith("/") || path.includes("\0")) {
+    throw refuse(path, "is not an absolute path", NOT_A_NETNS_FIX);
+  }
+  let info: Deno.FileInfo;
+  try {
+    info = Deno.statSync(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory) {
+      if (verb === "DEL") return "gone";
+      throw new CniError(
+        ErrorCode.UNKNOWN_CONTAINER,
+        `container unknown: CNI_NETNS ${path} does not exist`,
+      );
+    }
+    throw refuse(path, `cannot be read: ${(e as Error).message}`, NOT_A_NETNS_FIX);
+  }
+  const kind = kindOf(info);
+  if (kind) throw refuse(path, `is ${kind}, not a network namespace`, NOT_A_NETNS_FIX);
+
+  const c = libc();
+  const fd = c.open(cString(path), O_PATH | O_CLOEXEC, 0);
+  if (fd < 0) {
+    const code = errno();
+    throw refuse(path, `cannot be opened: ${strerror(code)}`, NOT_A_NETNS_FIX);
+  }
+  try {
+    const statfs = new Uint8Array(128);
+    if (nsfsLibc().fstatfs(fd, statfs) !== 0) {
+      const code = errno();
+      throw refuse(path, `cannot be inspected: ${strerror(code)}`, NOT_A_NETNS_FIX);
+    }
+    if (new DataView(statfs.buffer).getBigUint64(0, true) !== NSFS_MAGIC) {
+      // An empty file on tmpfs is what a netns name becomes once its mount is gone.
+      if (verb === "DEL" && info.size === 0) return "gone";
+      throw refuse(path, "is a regular file, not a network namespace", NOT_A_NETNS_FIX);
+    }
+    const nstype = namespaceType(fd, path);
+    if (nstype !== CLONE_NEWNET) {
+      const name = NS_TYPES[nstype] ?? `type 0x${nstype.toString(16)}`;
+      throw refuse(path, `is a ${name} namespace, not a network namespace`, NOT_A_NETNS_FIX);
+    }
+    const opened = Deno.statSync(`/proc/self/fd/${fd}`);
+    for (const own of OWN_NETNS) {
+      let mine: Deno.FileInfo;
+      try {
+        mine = Deno.statSync(own);
+      } catch {
+        continue; // /proc/1 may be hidden (hidepid); the other two are always readable
+      }
+      if (sameFile(opened, mine)) {
+        throw refuse(
+          path,
+          "is the node's own network namespace (the one vpcni runs in), not a pod's",
+          `vpcni never ${
+            verb === "DEL" ? "deletes" : verb === "ADD" ? "creates" : "checks"
+          } pod interfaces, addresses or routes in the node's namespace; ` +
+            "the runtime must pass the pod sandbox's netns (nothing was changed)",
+        );
+      }
+    }
+    return "netns";
+  } finally {
+    c.close(fd);
+  }
+}
+
+function namespaceType(pathFd: number, path: string): number {
+  const c = libc();
+  const fd = c.open(
+    cString(`/proc/self/fd/${pathFd}`),
+    O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
+    0,
+  );
+  if (fd < 0) {
+    const code = errno();
+    throw refuse(path, `cannot be opened: ${strerror(code)}`, NOT_A_NETNS_FIX);
+  }
+  try {
+    const t = nsfsLibc().ioctl(fd, NS_GET_NSTYPE, null);
+    if (t < 0) {
+      const code = errno();
+      throw refuse(path, `is not a namespace: ${strerror(code)}`, NOT_A_NETNS_FIX);
+    }
+    return t;
+  } finally {
+    c.close(fd);
+  }
+}
