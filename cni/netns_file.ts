@@ -21,14 +21,14 @@ const NSFS_MAGIC = 0x6e736673n;
 const NS_GET_NSTYPE = 0xb703n;
 /** setns(2)/clone(2) namespace types, for naming what a file is instead. */
 const NS_TYPES: Record<number, string> = {
-  0x00020000: "mount",
-  0x02000000: "cgroup",
-  0x04000000: "UTS",
-  0x08000000: "IPC",
-  0x10000000: "user",
-  0x20000000: "PID",
-  0x40000000: "network",
-  0x00000080: "time",
+  0x00020000: "a mount",
+  0x02000000: "a cgroup",
+  0x04000000: "a UTS",
+  0x08000000: "an IPC",
+  0x10000000: "a user",
+  0x20000000: "a PID",
+  0x40000000: "a network",
+  0x00000080: "a time",
 };
 const CLONE_NEWNET = 0x40000000;
 const O_PATH = 0o10000000;
@@ -134,8 +134,8 @@ export function checkNetnsFile(path: string, verb: "ADD" | "CHECK" | "DEL"): Net
     }
     const nstype = namespaceType(fd, path);
     if (nstype !== CLONE_NEWNET) {
-      const name = NS_TYPES[nstype] ?? `type 0x${nstype.toString(16)}`;
-      throw refuse(path, `is a ${name} namespace, not a network namespace`, NOT_A_NETNS_FIX);
+      const name = NS_TYPES[nstype] ?? `a type 0x${nstype.toString(16)}`;
+      throw refuse(path, `is ${name} namespace, not a network namespace`, NOT_A_NETNS_FIX);
     }
     const opened = Deno.statSync(`/proc/self/fd/${fd}`);
     for (const own of OWN_NETNS) {
