@@ -8,6 +8,7 @@
 import { LOG_LEVELS, type LogLevel } from "./config.ts";
 import { CniError, ErrorCode } from "./errors.ts";
 import { cString, libc, O_CLOEXEC, O_WRONLY } from "../netlink/libc.ts";
+import { fdStat, S_IFMT, S_IFREG } from "./fd_info.ts";
 
 /** Writes log lines at or above a level. */
 export interface PluginLogger {
@@ -71,13 +72,8 @@ function openLogFd(path: string): number | undefined {
   const flags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
   const fd = c.open(cString(path), flags, 0o600);
   if (fd < 0) return undefined;
-  let regular = false;
-  try {
-    regular = Deno.statSync(`/proc/self/fd/${fd}`).isFile;
-  } catch {
-    regular = false;
-  }
-  if (!regular) {
+  const st = fdStat(fd);
+  if (!st || (st.mode & S_IFMT) !== S_IFREG) {
     c.close(fd);
     return undefined;
   }

@@ -2,23 +2,24 @@
  * Checks `CNI_NETNS` before anything acts on it: the path must name a network namespace
  * file, and not the one the plugin itself runs in (the node's). A FIFO, socket, device,
  * directory, regular file or a namespace of another type is refused with code 4 without
- * blocking: the file's type is read with stat first, then the file is opened with `O_PATH`
- * (which never blocks and has no side effect on devices), its filesystem must be nsfs
- * (`fstatfs`), and its namespace type `CLONE_NEWNET` (`NS_GET_NSTYPE`, on a second open
- * through `/proc/self/fd`, since ioctl needs a real open).
+ * blocking: the path is opened with `O_PATH` (which never blocks, not even on a FIFO, and
+ * has no side effect on devices), its type read with fstat (namespace files are regular
+ * files), its filesystem must be nsfs (`fstatfs`), its namespace type `CLONE_NEWNET`
+ * (`NS_GET_NSTYPE`, on a second open through `/proc/self/fd`, since ioctl needs a real
+ * open), and its device and inode must differ from the plugin's own netns. Everything
+ * goes through libc on the one descriptor: what is checked is what was opened.
  *
  * @module
  */
 import { cString, errno, libc, O_CLOEXEC, O_RDONLY, strerror } from "../netlink/libc.ts";
 import { CniError, ErrorCode } from "./errors.ts";
+import { type FdStat, fdStat, fileKind, fsMagic, namespaceTypeOf } from "./fd_info.ts";
 
 /** Longest `CNI_NETNS` accepted, in bytes (Linux's PATH_MAX less the NUL). */
 export const MAX_NETNS_PATH_BYTES = 4095;
 
 /** `f_type` of an nsfs file (linux/magic.h). */
 const NSFS_MAGIC = 0x6e736673n;
-/** ioctl(2) request: the namespace type of an nsfs fd (linux/nsfs.h, _IO(0xb7, 0x3)). */
-const NS_GET_NSTYPE = 0xb703n;
 /** setns(2)/clone(2) namespace types, for naming what a file is instead. */
 const NS_TYPES: Record<number, string> = {
   0x00020000: "a mount",
@@ -34,21 +35,10 @@ const CLONE_NEWNET = 0x40000000;
 const O_PATH = 0o10000000;
 const O_NONBLOCK = 0o4000;
 const O_NOCTTY = 0o400;
+const ENOENT = 2;
+const ENOTDIR = 20;
 /** The netns files of the plugin's own process and thread, and of PID 1 (the host's). */
 const OWN_NETNS = ["/proc/self/ns/net", "/proc/thread-self/ns/net", "/proc/1/ns/net"];
-
-/** Only what this check needs; bound on first use, apart from netlink/'s group. */
-const NSFS_SYMBOLS = {
-  fstatfs: { parameters: ["i32", "buffer"], result: "i32" },
-  // ioctl is variadic in C; NS_GET_NSTYPE takes no argument, a null third one is ignored.
-  ioctl: { parameters: ["i32", "u64", "pointer"], result: "i32" },
-} as const;
-
-let nsfs: Deno.DynamicLibrary<typeof NSFS_SYMBOLS>["symbols"] | undefined;
-
-function nsfsLibc() {
-  return (nsfs ??= Deno.dlopen("libc.so.6", NSFS_SYMBOLS).symbols);
-}
 
 /** What the named file turned out to be. */
 export type NetnsState =
@@ -68,20 +58,6 @@ function refuse(path: string, what: string, fix: string): CniError {
 const NOT_A_NETNS_FIX = "CNI_NETNS must name the pod's network namespace: a bind mount such as " +
   "/run/netns/<name> or /proc/<pid>/ns/net of a process inside the pod";
 
-function kindOf(info: Deno.FileInfo): string | undefined {
-  if (info.isFile) return undefined;
-  if (info.isDirectory) return "a directory";
-  if (info.isFifo) return "a FIFO";
-  if (info.isSocket) return "a unix socket";
-  if (info.isCharDevice) return "a character device";
-  if (info.isBlockDevice) return "a block device";
-  return "not a regular file";
-}
-
-function sameFile(a: Deno.FileInfo, b: Deno.FileInfo): boolean {
-  return a.dev === b.dev && a.ino === b.ino;
-}
-
 /**
  * Checks the netns file `path` for `verb` (ADD, CHECK or DEL). Returns "netns" for a pod's
  * network namespace; "gone" when nothing is there (ADD and CHECK then fail with code 3:
@@ -99,37 +75,32 @@ export function checkNetnsFile(path: string, verb: "ADD" | "CHECK" | "DEL"): Net
   if (!path.startsWith("/") || path.includes("\0")) {
     throw refuse(path, "is not an absolute path", NOT_A_NETNS_FIX);
   }
-  let info: Deno.FileInfo;
-  try {
-    info = Deno.statSync(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory) {
+  const c = libc();
+  // O_PATH never blocks (not even on a FIFO) and opens no device.
+  const fd = c.open(cString(path), O_PATH | O_CLOEXEC, 0);
+  if (fd < 0) {
+    const code = errno();
+    if (code === ENOENT || code === ENOTDIR) {
       if (verb === "DEL") return "gone";
       throw new CniError(
         ErrorCode.UNKNOWN_CONTAINER,
         `container unknown: CNI_NETNS ${path} does not exist`,
       );
     }
-    throw refuse(path, `cannot be read: ${(e as Error).message}`, NOT_A_NETNS_FIX);
-  }
-  const kind = kindOf(info);
-  if (kind) throw refuse(path, `is ${kind}, not a network namespace`, NOT_A_NETNS_FIX);
-
-  const c = libc();
-  const fd = c.open(cString(path), O_PATH | O_CLOEXEC, 0);
-  if (fd < 0) {
-    const code = errno();
     throw refuse(path, `cannot be opened: ${strerror(code)}`, NOT_A_NETNS_FIX);
   }
   try {
-    const statfs = new Uint8Array(128);
-    if (nsfsLibc().fstatfs(fd, statfs) !== 0) {
-      const code = errno();
-      throw refuse(path, `cannot be inspected: ${strerror(code)}`, NOT_A_NETNS_FIX);
+    const st = fdStat(fd);
+    if (!st) throw refuse(path, `cannot be inspected: ${strerror(errno())}`, NOT_A_NETNS_FIX);
+    const kind = fileKind(st.mode);
+    if (kind) throw refuse(path, `is ${kind}, not a network namespace`, NOT_A_NETNS_FIX);
+    const magic = fsMagic(fd);
+    if (magic === undefined) {
+      throw refuse(path, `cannot be inspected: ${strerror(errno())}`, NOT_A_NETNS_FIX);
     }
-    if (new DataView(statfs.buffer).getBigUint64(0, true) !== NSFS_MAGIC) {
+    if (magic !== NSFS_MAGIC) {
       // An empty file on tmpfs is what a netns name becomes once its mount is gone.
-      if (verb === "DEL" && info.size === 0) return "gone";
+      if (verb === "DEL" && st.size === 0n) return "gone";
       throw refuse(path, "is a regular file, not a network namespace", NOT_A_NETNS_FIX);
     }
     const nstype = namespaceType(fd, path);
@@ -137,15 +108,10 @@ export function checkNetnsFile(path: string, verb: "ADD" | "CHECK" | "DEL"): Net
       const name = NS_TYPES[nstype] ?? `a type 0x${nstype.toString(16)}`;
       throw refuse(path, `is ${name} namespace, not a network namespace`, NOT_A_NETNS_FIX);
     }
-    const opened = Deno.statSync(`/proc/self/fd/${fd}`);
     for (const own of OWN_NETNS) {
-      let mine: Deno.FileInfo;
-      try {
-        mine = Deno.statSync(own);
-      } catch {
-        continue; // /proc/1 may be hidden (hidepid); the other two are always readable
-      }
-      if (sameFile(opened, mine)) {
+      const mine = statPath(own);
+      // /proc/1 may be hidden (hidepid); the other two are always there.
+      if (mine && mine.dev === st.dev && mine.ino === st.ino) {
         throw refuse(
           path,
           "is the node's own network namespace (the one vpcni runs in), not a pod's",
@@ -157,6 +123,18 @@ export function checkNetnsFile(path: string, verb: "ADD" | "CHECK" | "DEL"): Net
       }
     }
     return "netns";
+  } finally {
+    c.close(fd);
+  }
+}
+
+/** fstat of a path opened with O_PATH; undefined when it cannot be opened. */
+function statPath(path: string): FdStat | undefined {
+  const c = libc();
+  const fd = c.open(cString(path), O_PATH | O_CLOEXEC, 0);
+  if (fd < 0) return undefined;
+  try {
+    return fdStat(fd);
   } finally {
     c.close(fd);
   }
@@ -174,11 +152,8 @@ function namespaceType(pathFd: number, path: string): number {
     throw refuse(path, `cannot be opened: ${strerror(code)}`, NOT_A_NETNS_FIX);
   }
   try {
-    const t = nsfsLibc().ioctl(fd, NS_GET_NSTYPE, null);
-    if (t < 0) {
-      const code = errno();
-      throw refuse(path, `is not a namespace: ${strerror(code)}`, NOT_A_NETNS_FIX);
-    }
+    const t = namespaceTypeOf(fd);
+    if (t < 0) throw refuse(path, `is not a namespace: ${strerror(-t)}`, NOT_A_NETNS_FIX);
     return t;
   } finally {
     c.close(fd);

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
 import { makeNode } from "./harness.ts";
-import { assertRefused, runBounded } from "./refusal.ts";
+import { assertRefused, runBounded, withInstalledPlugin } from "./refusal.ts";
 
 type Behaviour = (conn: Deno.Conn) => Promise<void>;
 
@@ -92,7 +92,8 @@ interface Case {
 }
 
 Deno.test("a misbehaving daemon: only the documented codes, the plugin's message", async (t) => {
-  const node = await makeNode();
+  const testNode = await makeNode();
+  const node = await withInstalledPlugin(testNode);
   const socket = `${node.dir}/fake.sock`;
   const daemon = fakeDaemon(socket);
   const pod = await node.pod();
@@ -325,6 +326,6 @@ Deno.test("a misbehaving daemon: only the documented codes, the plugin's message
     });
   } finally {
     await daemon.close();
-    await node.cleanup();
+    await testNode.cleanup();
   }
 });

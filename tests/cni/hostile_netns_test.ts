@@ -11,7 +11,7 @@ import { kernelState } from "../helpers/cni_kernel_state.ts";
 import { startIpamStandin } from "../helpers/ipam_standin.ts";
 import { sh } from "../helpers/sh.ts";
 import { makeNode, runVpcni } from "./harness.ts";
-import { assertRefused, runBounded } from "./refusal.ts";
+import { assertRefused, runBounded, withInstalledPlugin } from "./refusal.ts";
 
 interface Case {
   name: string;
@@ -22,7 +22,8 @@ interface Case {
 }
 
 Deno.test("hostile CNI_NETNS and logFile: refused, nothing changed, no hang", async (t) => {
-  const node = await makeNode();
+  const testNode = await makeNode();
+  const node = await withInstalledPlugin(testNode);
   const socket = `${node.dir}/ipam.sock`;
   const standin = startIpamStandin({ socket, addresses: ["10.77.0.60", "10.77.0.61"] });
   const files = `${node.dir}/files`;
@@ -215,25 +216,28 @@ Deno.test("hostile CNI_NETNS and logFile: refused, nothing changed, no hang", as
       assert.equal(r.stdout, "");
     });
 
-    await t.step("a logFile that is a FIFO, directory, socket or device: code 7, no hang", async () => {
-      for (const logFile of [`${files}/fifo`, files, `${files}/sock`, "/dev/null"]) {
-        for (const role of ["main", "ipam"] as const) {
-          const conf = role === "main"
-            ? { ...base, logFile }
-            : { cniVersion: "1.1.0", name: "n", type: "ptp", ipam: { type: "vpcni", logFile } };
-          const before = await snapshot();
-          const r = await runBounded(node, {
-            CNI_COMMAND: "ADD",
-            CNI_CONTAINERID: "vcn-log-1",
-            CNI_NETNS: live.path,
-            CNI_IFNAME: "eth1",
-          }, JSON.stringify(conf));
-          const field = role === "main" ? "logFile" : "ipam\\.logFile";
-          assertRefused(r, 7, new RegExp(`${field} ${logFile.replaceAll("/", "\\/")} is a`));
-          assert.deepEqual(await snapshot(), before, "nothing changed");
+    await t.step(
+      "a logFile that is a FIFO, directory, socket or device: code 7, no hang",
+      async () => {
+        for (const logFile of [`${files}/fifo`, files, `${files}/sock`, "/dev/null"]) {
+          for (const role of ["main", "ipam"] as const) {
+            const conf = role === "main"
+              ? { ...base, logFile }
+              : { cniVersion: "1.1.0", name: "n", type: "ptp", ipam: { type: "vpcni", logFile } };
+            const before = await snapshot();
+            const r = await runBounded(node, {
+              CNI_COMMAND: "ADD",
+              CNI_CONTAINERID: "vcn-log-1",
+              CNI_NETNS: live.path,
+              CNI_IFNAME: "eth1",
+            }, JSON.stringify(conf));
+            const field = role === "main" ? "logFile" : "ipam\\.logFile";
+            assertRefused(r, 7, new RegExp(`${field} ${logFile.replaceAll("/", "\\/")} is a`));
+            assert.deepEqual(await snapshot(), before, "nothing changed");
+          }
         }
-      }
-    });
+      },
+    );
   } finally {
     listener.close();
     try {
@@ -242,6 +246,6 @@ Deno.test("hostile CNI_NETNS and logFile: refused, nothing changed, no hang", as
     await sleeper.status;
     await sh(["umount", alias]).catch(() => {});
     await standin.close();
-    await node.cleanup();
+    await testNode.cleanup();
   }
 });

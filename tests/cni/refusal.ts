@@ -92,3 +92,29 @@ export function assertRefused(
   assert.doesNotMatch(r.stdout, STACK_TRACE, "no stack trace on stdout");
   assert.doesNotMatch(r.stderr, STACK_TRACE, "no stack trace on stderr");
 }
+
+/**
+ * Installs the plugin as `vpcni install` does (a launcher running the bundled plugin with
+ * the permissions of the compiled build, not --allow-all) into `<node.dir>/installed`, and
+ * returns the node with that as its vpcni.
+ */
+export async function withInstalledPlugin(node: TestNode): Promise<TestNode> {
+  const dir = `${node.dir}/installed`;
+  const r = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "--no-check",
+      "--quiet",
+      new URL("../../main.ts", import.meta.url).pathname,
+      "install",
+      "--bin-dir",
+      dir,
+      "--skip-conflist",
+    ],
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  if (!r.success) throw new Error(`vpcni install: ${new TextDecoder().decode(r.stderr)}`);
+  return { ...node, bin: { ...node.bin, vpcni: `${dir}/vpcni` } };
+}
