@@ -190,7 +190,8 @@ export async function runPlugin(io: PluginIo = processIo): Promise<number> {
     const logger = log ?? createLogger({ logLevel: "error" });
     logger.error(out.msg, fields);
     if (e instanceof Error && e.stack) {
-      logger.debugToFile("stack of the failure", { stack: e.stack });
+      // The cause's stack, when a step kept it in details, and where the error was made.
+      logger.debugToFile("stack of the failure", { stack: e.stack, cause: err.details });
     }
     io.writeStdout(JSON.stringify(out));
     return 1;
