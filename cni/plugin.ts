@@ -119,18 +119,19 @@ async function dispatch(
 ): Promise<Record<string, unknown> | undefined> {
   const config = parseConfig(raw);
   checkLogFile(config.logFile, config.role === "ipam" ? "ipam.logFile" : "logFile");
-  const env = checkNetns(parsedEnv, config.cniVersion);
   const log = createLogger({
     logFile: config.logFile,
     logLevel: config.logLevel,
     context: {
       cmd: command,
       network: config.name,
-      containerId: env.containerId,
-      ifName: env.ifName,
+      containerId: parsedEnv.containerId,
+      ifName: parsedEnv.ifName,
     },
   });
   setLog(log);
+  // After the logger: a refused netns is logged where the operator looks.
+  const env = checkNetns(parsedEnv, config.cniVersion);
   // Both roles are imported statically: a dynamic import() at run time makes Deno check the
   // lockfile's npm snapshot (≈ 11 ms per pod), far more than parsing the other role's code.
   if (config.role === "ipam") {

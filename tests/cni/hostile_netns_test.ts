@@ -66,7 +66,7 @@ Deno.test("hostile CNI_NETNS and logFile: refused, nothing changed, no hang", as
     await sh(["mount", "--bind", node.node.path, alias]);
 
     const all = ["ADD", "CHECK", "DEL"] as Case["verbs"];
-    const own = /node's own network namespace|cannot be read/;
+    const own = /node's own network namespace|cannot be opened/;
     const cases: Case[] = [
       { name: "/proc/self/ns/net", netns: "/proc/self/ns/net", verbs: all, code: 4, msg: own },
       {

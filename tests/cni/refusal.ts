@@ -78,7 +78,7 @@ export function assertRefused(
   cniVersion = "1.1.0",
 ): void {
   assert.ok(!r.killed, `the plugin hung and was killed after ${r.ms.toFixed(0)} ms`);
-  assert.notEqual(r.code, 0, "a refusal exits non-zero");
+  assert.notEqual(r.code, 0, `a refusal exits non-zero; stdout ${r.stdout}, stderr ${r.stderr}`);
   assert.ok(r.json, `stdout must be the error JSON, got ${JSON.stringify(r.stdout)}`);
   const e = r.json as { cniVersion: string; code: number; msg: string; details?: string };
   assert.deepEqual(
