@@ -38,7 +38,7 @@ const SEED = Number(Deno.env.get("VPCNI_FUZZ_SEED") ?? Math.floor(Math.random() 
 const CASES = Number(Deno.env.get("VPCNI_FUZZ_CASES") ?? 10_000);
 const ONLY = Deno.env.get("VPCNI_FUZZ_CASE");
 /** Process runs of the installed plugin, spread over the cases. */
-const SPAWNS = Math.min(250, CASES);
+const SPAWNS = Math.min(320, CASES);
 /** A case answering later than this hung (the daemon timeout in the cases is 3 s). */
 const CASE_BOUND_MS = 10_000;
 
