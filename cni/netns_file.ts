@@ -80,7 +80,9 @@ export function checkNetnsFile(path: string, verb: "ADD" | "CHECK" | "DEL"): Net
   const fd = c.open(cString(path), O_PATH | O_CLOEXEC, 0);
   if (fd < 0) {
     const code = errno();
-    if (code === ENOENT || code === ENOTDIR) {
+    // errno is read back after the call returned to JavaScript, which may have touched it
+    // in between; "not there" lets a DEL go ahead, so Deno's own stat must agree.
+    if ((code === ENOENT || code === ENOTDIR) && confirmedMissing(path)) {
       if (verb === "DEL") return "gone";
       throw new CniError(
         ErrorCode.UNKNOWN_CONTAINER,
@@ -126,6 +128,27 @@ export function checkNetnsFile(path: string, verb: "ADD" | "CHECK" | "DEL"): Net
   } finally {
     c.close(fd);
   }
+}
+
+/**
+ * True when a second look agrees that nothing is at `path`: Deno's stat, or where Deno may
+ * not look (paths under /proc without all permissions) a second open.
+ */
+function confirmedMissing(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return false;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory) return true;
+  }
+  const c = libc();
+  const fd = c.open(cString(path), O_PATH | O_CLOEXEC, 0);
+  if (fd >= 0) {
+    c.close(fd);
+    return false;
+  }
+  const code = errno();
+  return code === ENOENT || code === ENOTDIR;
 }
 
 /** fstat of a path opened with O_PATH; undefined when it cannot be opened. */

@@ -89,3 +89,10 @@ Deno.test("another network namespace passes, by its name or a symlink to it", as
     await new Deno.Command("ip", { args: ["netns", "del", name] }).output();
   }
 });
+
+Deno.test("a /proc path of a process that is gone counts as missing", () => {
+  // No pid is this large (pid_max is at most 2^22): the process of a pod that exited.
+  const gone = "/proc/99999999/ns/net";
+  assert.equal(checkNetnsFile(gone, "DEL"), "gone");
+  refusedWith(() => checkNetnsFile(gone, "ADD"), 3, /does not exist/);
+});
