@@ -18,6 +18,7 @@
  */
 import type { Command } from "commander";
 import { BundleError, pluginSource } from "./launcher.ts";
+import { installRuntimeTree, readStamp, removeOldTrees } from "./runtime_launcher.ts";
 import {
   CHAINABLE,
   type ConflistFlags,
@@ -45,10 +46,20 @@ export interface InstallFlags extends ConflistFlags {
 
 /** What happened (or would happen) to one file. */
 export interface InstallAction {
-  what: "binary" | "bundle" | "conflist";
+  what: "binary" | "bundle" | "runtime" | "conflist";
   path: string;
-  /** `installed`/`written` when changed, `unchanged`, or `would …` with --dry-run. */
-  result: "installed" | "written" | "unchanged" | "would install" | "would write" | "skipped";
+  /**
+   * `installed`/`written` when changed, `unchanged`, `would …` with --dry-run, `removed` for
+   * an older runtime tree cleaned up after the switch.
+   */
+  result:
+    | "installed"
+    | "written"
+    | "unchanged"
+    | "would install"
+    | "would write"
+    | "skipped"
+    | "removed";
   /** A short explanation: the source of the binary, the bytes written. */
   detail: string;
   /** With --dry-run: the conflist that would be written. */
@@ -144,9 +155,20 @@ export async function install(f: InstallFlags): Promise<InstallAction[]> {
       actions.push({ what: "bundle", path, result: "written", detail });
     }
   }
+  if (source?.runtime) {
+    // The whole tree is in place under its final name before the launcher names it.
+    const r = await installRuntimeTree(
+      binPath.slice(0, -"/vpcni".length),
+      source.runtime,
+      !!f.dryRun,
+    );
+    actions.push({ what: "runtime", ...r });
+  }
   if (source) {
     const detail = source.kind === "executable"
       ? `copy of ${source.from} (${source.bytes.length} bytes)`
+      : source.kind === "runtime"
+      ? `launcher of runtime ${source.runtime!.info.id} (${source.bytes.length} bytes)`
       : `launcher script running ${source.from} from source, not compiled`;
     const old = await readIfExists(binPath);
     if (old && sameBytes(old, source.bytes)) {
@@ -156,6 +178,15 @@ export async function install(f: InstallFlags): Promise<InstallAction[]> {
     } else {
       await writeAtomic(binPath, source.bytes, 0o755);
       actions.push({ what: "binary", path: binPath, result: "installed", detail });
+    }
+    if (source.runtime && !f.dryRun) {
+      const previous = old ? readStamp(old)?.runtimeDir.replace(/^.*\//, "") : undefined;
+      const removed = await removeOldTrees(
+        binPath.slice(0, -"/vpcni".length),
+        source.runtime.info.id,
+        previous,
+      );
+      actions.push(...removed.map((r) => ({ what: "runtime" as const, ...r })));
     }
   } else {
     actions.push({ what: "binary", path: binPath, result: "skipped", detail: "--skip-binary" });
