@@ -27,6 +27,9 @@ export const RUNTIME_PERMISSIONS: readonly string[] = [
   "--no-prompt",
 ];
 
+/** V8 flags of every build: less memory for the daemon (tools/compile.ts says why). */
+export const RUNTIME_V8_FLAGS = "--v8-flags=--lite-mode,--expose-gc";
+
 /**
  * The `deno run` flags the runtime tree's launcher passes: the permissions, no config
  * discovery from whatever directory the runtime runs us in, and the V8 flags of the
@@ -36,7 +39,7 @@ export const RUNTIME_FLAGS: readonly string[] = [
   ...RUNTIME_PERMISSIONS,
   "--quiet",
   "--no-config",
-  "--v8-flags=--lite-mode,--expose-gc",
+  RUNTIME_V8_FLAGS,
 ];
 
 /** Permissions the from-source launcher script grants, the same as the compiled build. */

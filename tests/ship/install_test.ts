@@ -11,6 +11,7 @@ import { buildImage, imageRuntime, otherRelease, withoutHostDeno } from "../help
 import { type RuntimeNode, startRuntimeNode } from "../helpers/runtime_node.ts";
 import { PEERS_BIN } from "../helpers/peers.ts";
 import { containerdNewestCni, parseContainerdVersion } from "../../cli/runtime_cni.ts";
+import { readStamp } from "../../cli/runtime_launcher.ts";
 
 const repo = new URL("../..", import.meta.url).pathname;
 const main = `${repo}main.ts`;
@@ -327,10 +328,39 @@ Deno.test({
           );
         }
       };
-      const callers = [caller(), caller(), caller(), caller()];
+      // Between those, the files as an exec would find them, sampled as fast as they can be
+      // read: the launcher whole, and every file of the tree it names there at full size.
+      const bin = node.binDir;
+      const launcherSize = Deno.statSync(`${bin}/vpcni`).size;
+      const denoSize = Deno.statSync(`${bin}/vpcni.d/${v1}/deno`).size;
+      const seen: string[] = [];
+      let looks = 0;
+      const observer = async () => {
+        while (installing) {
+          looks++;
+          try {
+            const launcher = await Deno.readFile(`${bin}/vpcni`);
+            const stamp = readStamp(launcher);
+            if (!stamp || launcher.length !== launcherSize) {
+              seen.push(`launcher of ${launcher.length} bytes`);
+              continue;
+            }
+            for (const f of ["vpcni.js", "vpcni-plugin.js", "runtime.json"]) {
+              Deno.statSync(`${bin}/${stamp.runtimeDir}/${f}`);
+            }
+            const size = Deno.statSync(`${bin}/${stamp.runtimeDir}/deno`).size;
+            if (size !== denoSize) seen.push(`${stamp.runtimeDir}/deno of ${size} bytes`);
+          } catch (e) {
+            seen.push((e as Error).message);
+          }
+        }
+      };
+      const callers = [caller(), caller(), caller(), caller(), observer()];
       const upgrade = await installFrom(`${dir}/root2`);
       installing = false;
       await Promise.all(callers);
+      console.log(`${looks} looks at the files during the upgrade, ${seen.length} bad`);
+      assert.deepEqual(seen.slice(0, 5), [], "a missing or partial file was visible");
       assert.equal(upgrade.code, 0, upgrade.stderr);
       assert.match(upgrade.stdout, new RegExp(`runtime .*vpcni\\.d/${v2}: installed`));
       const failed = calls.filter((c) =>
