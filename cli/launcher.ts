@@ -23,7 +23,7 @@ export const RUNTIME_PERMISSIONS: readonly string[] = [
   "--allow-write",
   "--allow-env",
   "--allow-run",
-  "--allow-sys=osRelease",
+  "--allow-sys=osRelease,uid,homedir",
   "--no-prompt",
 ];
 

@@ -24,9 +24,10 @@ import { RUNTIME_PERMISSIONS, RUNTIME_V8_FLAGS } from "../cli/launcher.ts";
 
 /**
  * Permission flags baked into the executable: what the program needs, and no prompts.
- * `--allow-sys=osRelease` is there because the AWS SDK puts the OS release into its
- * user agent and fails every EC2 call without it (found running the daemon with exactly
- * these flags); nothing else of `sys` is granted. The same list is what the image's launcher
+ * `--allow-sys=osRelease,uid,homedir` is there because the AWS SDK puts the OS release into
+ * its user agent, and, when HOME is unset (a systemd unit, a bare container), asks the OS for
+ * the user's home directory to look for ~/.aws files; it fails every EC2 call without them
+ * (both found running the daemon with exactly these flags). Nothing else of `sys` is granted. The same list is what the image's launcher
  * and the from-source launcher grant (cli/launcher.ts).
  */
 export const COMPILE_PERMISSIONS: readonly string[] = RUNTIME_PERMISSIONS;

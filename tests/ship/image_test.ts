@@ -23,11 +23,28 @@ import {
 } from "../helpers/image_tree.ts";
 
 const TAG = `vim${Deno.pid % 100000}`;
+const repo = new URL("../..", import.meta.url).pathname;
+const main = `${repo}main.ts`;
+const scenario = `${repo}examples/scenarios/one-node.yaml`;
+
+/** The first line a process prints. */
+async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
+  let text = "";
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    text += chunk;
+    if (text.includes("\n")) break;
+  }
+  return text.split("\n")[0];
+}
 /** A private containerd 1.6 without the CRI (only `ctr` talks to it). */
 async function startContainerd(
   dir: string,
 ): Promise<
-  { ctrRun: (name: string, a: string[]) => Promise<string>; stop: () => Promise<void> }
+  {
+    ctrRun: (name: string, a: string[]) => Promise<string>;
+    ctrRunRaw: (name: string, a: string[]) => Promise<{ code: number; stdout: string }>;
+    stop: () => Promise<void>;
+  }
 > {
   await Deno.writeTextFile(
     `${dir}/config.toml`,
@@ -56,6 +73,19 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.d
   /** `ctr run --rm` with the container's cgroup under /<TAG>, removed by `stop`. */
   const ctrRun = async (name: string, args: string[]) =>
     await ctr(["run", "--rm", "--cgroup", `/${TAG}/${name}`, ...args]);
+  const ctrRunRaw = async (name: string, args: string[]) =>
+    await run([
+      "ctr",
+      "--address",
+      `${dir}/containerd.sock`,
+      "--namespace",
+      "k8s.io",
+      "run",
+      "--rm",
+      "--cgroup",
+      `/${TAG}/${name}`,
+      ...args,
+    ]);
   const deadline = Date.now() + 30_000;
   for (;;) {
     const r = await run(["ctr", "--address", `${dir}/containerd.sock`, "version"]);
@@ -78,7 +108,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.d
       await Deno.remove(`/sys/fs/cgroup/${h.name}/${TAG}`).catch(() => {}); // only when empty
     }
   };
-  return { ctrRun, stop };
+  return { ctrRun, ctrRunRaw, stop };
 }
 
 Deno.test({
@@ -150,8 +180,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "containerd 1.6 imports the image with ctr, runs `vpcni version`, and its install " +
-    "puts a plugin on the host that runs with no Deno there",
+  name: "containerd 1.6 imports the image with ctr and runs it: `version`; `install` puts a " +
+    "plugin on the host that runs with no Deno there; `doctor` reaches EC2 and IMDS",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
@@ -162,7 +192,7 @@ Deno.test({
       const image = await buildImage(dir);
       await Deno.mkdir(`${dir}/ctrd`);
       containerd = await startContainerd(`${dir}/ctrd`);
-      const { ctrRun } = containerd;
+      const { ctrRun, ctrRunRaw } = containerd;
       const imported = await sh([
         "ctr",
         "--address",
@@ -230,6 +260,42 @@ Deno.test({
       assert.match(second, /runtime .*: unchanged/);
       assert.match(second, /binary .*: unchanged/);
       assert.match(second, /conflist .*: unchanged/);
+
+      // The daemon's side of the image: the bundled AWS SDK reaches EC2 and IMDS (the
+      // simulator on loopback; host network) with nothing but credentials in the environment.
+      const sim = new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", "--quiet", main, "sim", "--scenario", scenario, "--json"],
+        stdout: "piped",
+        stderr: "null",
+      }).spawn();
+      try {
+        const line = await firstLine(sim.stdout);
+        const ends = JSON.parse(line) as { ec2Endpoint: string; imds: Record<string, string> };
+        const doctor = await ctrRunRaw("d", [
+          "--net-host",
+          "--env",
+          "AWS_ACCESS_KEY_ID=demo",
+          "--env",
+          "AWS_SECRET_ACCESS_KEY=demo",
+          "docker.io/vpcni/vpcni:0.1.0",
+          `${TAG}-d`,
+          "/usr/local/bin/vpcni",
+          "doctor",
+          "--ec2-endpoint",
+          ends.ec2Endpoint,
+          "--imds-endpoint",
+          Object.values(ends.imds)[0],
+          "--json",
+        ]);
+        const checks = JSON.parse(doctor.stdout).checks as { id: string; status: string }[];
+        const status = Object.fromEntries(checks.map((c) => [c.id, c.status]));
+        assert.equal(status["imds"], "ok", doctor.stdout);
+        assert.equal(status["ec2-permissions"], "ok", doctor.stdout);
+        assert.equal(status["subnets"], "ok", doctor.stdout);
+      } finally {
+        sim.kill("SIGTERM");
+        await sim.status;
+      }
     } finally {
       await containerd?.stop();
       await Deno.remove(dir, { recursive: true });
