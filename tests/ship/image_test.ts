@@ -15,6 +15,7 @@ import { sharedLibraries } from "../../tools/image/pieces.ts";
 import { run, sh } from "../helpers/sh.ts";
 import {
   buildImage,
+  type BuiltImage,
   imageManifest,
   imageRuntime,
   runImageTool,
@@ -26,6 +27,17 @@ const TAG = `vim${Deno.pid % 100000}`;
 const repo = new URL("../..", import.meta.url).pathname;
 const main = `${repo}main.ts`;
 const scenario = `${repo}examples/scenarios/one-node.yaml`;
+
+/** The image all tests here look at, built once (and removed when the module unloads). */
+let shared: Promise<BuiltImage> | undefined;
+function sharedImage(): Promise<BuiltImage> {
+  if (!shared) {
+    const dir = Deno.makeTempDirSync({ prefix: `${TAG}-shared-` });
+    globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
+    shared = buildImage(dir);
+  }
+  return shared;
+}
 
 /** The first line a process prints. */
 async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
@@ -119,7 +131,7 @@ Deno.test({
     const dir = await Deno.makeTempDir({ prefix: `${TAG}-` });
     try {
       const t0 = performance.now();
-      const a = await buildImage(dir);
+      const a = await sharedImage();
       const secs = (performance.now() - t0) / 1000;
       const b = await runImageTool(["--output", `${dir}/again.tar`]);
       assert.equal(b.code, 0, b.stderr);
@@ -189,7 +201,7 @@ Deno.test({
     const dir = await Deno.makeTempDir({ prefix: `${TAG}-` });
     let containerd: Awaited<ReturnType<typeof startContainerd>> | undefined;
     try {
-      const image = await buildImage(dir);
+      const image = await sharedImage();
       await Deno.mkdir(`${dir}/ctrd`);
       containerd = await startContainerd(`${dir}/ctrd`);
       const { ctrRun, ctrRunRaw } = containerd;
@@ -337,4 +349,50 @@ Deno.test("deno task image refuses a name that is not a full image name", async 
     r.stderr,
     /--name: "vpcni" must be a full name like docker\.io\/vpcni\/vpcni:0\.1\.0/,
   );
+});
+
+Deno.test({
+  name: "an OCI tool pushes the archive to a registry, which then serves the same manifest digest",
+  sanitizeResources: false,
+  async fn() {
+    const image = await sharedImage();
+    const dir = await Deno.makeTempDir({ prefix: `${TAG}-registry-` });
+    const port = 20000 + (Deno.pid % 20000);
+    await Deno.writeTextFile(
+      `${dir}/config.yml`,
+      `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/data\n` +
+        `http:\n  addr: 127.0.0.1:${port}\n`,
+    );
+    // The CNCF distribution registry (Debian's docker-registry), on loopback.
+    const registry = new Deno.Command("docker-registry", {
+      args: ["serve", `${dir}/config.yml`],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    try {
+      const ref = `docker://127.0.0.1:${port}/vpcni/vpcni:0.1.0`;
+      let push = { code: -1, stdout: "", stderr: "" };
+      for (let i = 0; i < 20 && push.code !== 0; i++) {
+        if (i > 0) await new Promise((r) => setTimeout(r, 250)); // until it listens
+        push = await run([
+          "skopeo",
+          "copy",
+          "--dest-tls-verify=false",
+          `oci-archive:${image.archive}`,
+          ref,
+        ]);
+      }
+      assert.equal(push.code, 0, push.stderr);
+      const served = JSON.parse(await sh(["skopeo", "inspect", "--tls-verify=false", ref]));
+      const index = JSON.parse(
+        new TextDecoder().decode(await tarMember(image.archive, "./index.json")),
+      );
+      assert.equal(served.Digest, index.manifests[0].digest);
+      assert.equal(served.Labels["org.opencontainers.image.version"], "0.1.0");
+    } finally {
+      registry.kill("SIGTERM");
+      await registry.status;
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });
