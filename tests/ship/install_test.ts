@@ -378,6 +378,19 @@ Deno.test({
       assert.match(third.stdout, new RegExp(`runtime .*vpcni\\.d/${v1}: removed`));
       assert.deepEqual(listDir(`${node.binDir}/vpcni.d`), [v2, v3].sort());
       assert.deepEqual(listDir(node.binDir), ["vpcni", "vpcni.d"]);
+
+      // A launcher whose runtime tree is gone answers a runtime with the spec's error JSON.
+      await Deno.rename(`${node.binDir}/vpcni.d/${v3}`, `${dir}/moved`);
+      const broken = await run(["env", "-i", "CNI_COMMAND=VERSION", `${node.binDir}/vpcni`], {
+        stdin: '{"cniVersion":"1.0.0"}',
+      });
+      assert.notEqual(broken.code, 0);
+      const err = JSON.parse(broken.stdout);
+      assert.equal(err.code, 999);
+      assert.match(
+        err.msg,
+        new RegExp(`cannot run \\S+vpcni\\.d/${v3}/deno: .*run vpcni install again`),
+      );
     } finally {
       await run(["ip", "netns", "del", podNetns]);
       await node?.close();
