@@ -70,8 +70,9 @@ export class BundleError extends Error {
 }
 
 /**
- * The file to install as `vpcni`: the compiled executable itself, or, when running from
- * source, a launcher script (kubelet runs plugins from another directory and with a bare
+ * The file to install as `vpcni`: the compiled executable itself; run from the image's
+ * runtime tree, the launcher stamped for that tree (and the tree, to put beside it); or,
+ * when running from source, a launcher script (kubelet runs plugins from another directory and with a bare
  * environment, so the config file, the Deno cache and the bundle are named explicitly).
  */
 export async function pluginSource(): Promise<PluginSource> {

@@ -12,6 +12,7 @@
  */
 import assert from "node:assert/strict";
 import { sharedLibraries } from "../../tools/image/pieces.ts";
+import { startCtrContainerd } from "../helpers/ctr_containerd.ts";
 import { run, sh } from "../helpers/sh.ts";
 import {
   buildImage,
@@ -48,81 +49,6 @@ async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
   }
   return text.split("\n")[0];
 }
-/** A private containerd 1.6 without the CRI (only `ctr` talks to it). */
-async function startContainerd(
-  dir: string,
-): Promise<
-  {
-    ctrRun: (name: string, a: string[]) => Promise<string>;
-    ctrRunRaw: (name: string, a: string[]) => Promise<{ code: number; stdout: string }>;
-    stop: () => Promise<void>;
-  }
-> {
-  await Deno.writeTextFile(
-    `${dir}/config.toml`,
-    `version = 2
-root = "${dir}/root"
-state = "${dir}/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-[grpc]
-  address = "${dir}/containerd.sock"
-[ttrpc]
-  address = "${dir}/containerd.sock.ttrpc"
-[metrics]
-  address = ""
-`,
-  );
-  const log = await Deno.open(`${dir}/containerd.log`, { create: true, write: true });
-  const proc = new Deno.Command("containerd", {
-    args: ["--config", `${dir}/config.toml`],
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  proc.stderr.pipeTo(log.writable).catch(() => {});
-  const ctr = async (args: string[]) =>
-    await sh(["ctr", "--address", `${dir}/containerd.sock`, "--namespace", "k8s.io", ...args]);
-  /** `ctr run --rm` with the container's cgroup under /<TAG>, removed by `stop`. */
-  const ctrRun = async (name: string, args: string[]) =>
-    await ctr(["run", "--rm", "--cgroup", `/${TAG}/${name}`, ...args]);
-  const ctrRunRaw = async (name: string, args: string[]) =>
-    await run([
-      "ctr",
-      "--address",
-      `${dir}/containerd.sock`,
-      "--namespace",
-      "k8s.io",
-      "run",
-      "--rm",
-      "--cgroup",
-      `/${TAG}/${name}`,
-      ...args,
-    ]);
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const r = await run(["ctr", "--address", `${dir}/containerd.sock`, "version"]);
-    if (r.code === 0) break;
-    if (Date.now() > deadline) {
-      proc.kill("SIGKILL");
-      throw new Error(
-        `containerd did not answer: ${await Deno.readTextFile(`${dir}/containerd.log`)}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  const stop = async () => {
-    proc.kill("SIGTERM");
-    await proc.status;
-    const mounts = (await Deno.readTextFile("/proc/self/mounts")).split("\n")
-      .map((l) => l.split(" ")[1]).filter((m) => m?.startsWith(dir)).reverse();
-    for (const m of mounts) await run(["umount", "-l", m]);
-    for (const h of Deno.readDirSync("/sys/fs/cgroup")) {
-      await Deno.remove(`/sys/fs/cgroup/${h.name}/${TAG}`).catch(() => {}); // only when empty
-    }
-  };
-  return { ctrRun, ctrRunRaw, stop };
-}
-
 Deno.test({
   name: "deno task image: two builds give the same bytes; the layer holds the launcher, the " +
     "runtime tree and exactly deno's libraries, owned 0:0 at time 0, no shell",
@@ -199,11 +125,11 @@ Deno.test({
   async fn() {
     assert.equal(Deno.uid(), 0, "needs root (containerd, mounts)");
     const dir = await Deno.makeTempDir({ prefix: `${TAG}-` });
-    let containerd: Awaited<ReturnType<typeof startContainerd>> | undefined;
+    let containerd: Awaited<ReturnType<typeof startCtrContainerd>> | undefined;
     try {
       const image = await sharedImage();
       await Deno.mkdir(`${dir}/ctrd`);
-      containerd = await startContainerd(`${dir}/ctrd`);
+      containerd = await startCtrContainerd(`${dir}/ctrd`, TAG);
       const { ctrRun, ctrRunRaw } = containerd;
       const imported = await sh([
         "ctr",
