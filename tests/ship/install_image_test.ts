@@ -13,6 +13,16 @@ import { run, sh } from "../helpers/sh.ts";
 import { buildImage, imageRuntime, otherRelease, withoutHostDeno } from "../helpers/image_tree.ts";
 import { type RuntimeNode, startRuntimeNode } from "../helpers/runtime_node.ts";
 import { readStamp } from "../../cli/runtime_launcher.ts";
+import { inNetns } from "../../netlink/netns.ts";
+
+function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 function listDir(dir: string): string[] {
   try {
@@ -35,7 +45,8 @@ async function bareCni(
 }
 
 Deno.test({
-  name: "install from the image: the plugin runs VERSION, ADD and DEL on a host without Deno; " +
+  name: "install from the image: with the image's daemon, the plugin runs VERSION, ADD and DEL " +
+    "on a host without Deno; " +
     "a new version replaces it while concurrent VERSION calls all succeed; old trees go",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -44,6 +55,7 @@ Deno.test({
     const tag = `vis${Deno.pid % 100000}`;
     const dir = await Deno.makeTempDir({ prefix: `${tag}-` });
     let node: RuntimeNode | undefined;
+    let daemon: Deno.ChildProcess | undefined;
     const podNetns = `${tag}-p1`;
     try {
       const image = await buildImage(dir);
@@ -74,6 +86,46 @@ Deno.test({
 
       const conflist = await node.conflist();
       const conf = { ...conflist.plugins[0], name: conflist.name, cniVersion: conflist.cniVersion };
+
+      // The daemon from the image too, as the DaemonSet's main container runs it: the node's
+      // daemon (started from source) is stopped, and the image's takes over its config,
+      // socket and checkpoint. Only bare environment and the credentials, as in the pod.
+      const config = `${node.root}/vpcni.yaml`;
+      const pids = (await run(["pgrep", "-f", `serve --config ${config}`])).stdout.trim();
+      const sourceDaemons = pids.split("\n").filter((p) => p !== "").map(Number);
+      assert.ok(sourceDaemons.length > 0, "the node's daemon was not found");
+      for (const pid of sourceDaemons) Deno.kill(pid, "SIGTERM");
+      for (let i = 0; i < 100 && sourceDaemons.some((p) => exists(`/proc/${p}`)); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.ok(!sourceDaemons.some((p) => exists(`/proc/${p}`)), "the node's daemon lives on");
+      daemon = inNetns(node.nodePath, () =>
+        new Deno.Command(`${image.root}/usr/local/bin/vpcni`, {
+          args: ["serve", "--config", config],
+          clearEnv: true,
+          env: {
+            PATH: "/usr/local/bin",
+            AWS_ACCESS_KEY_ID: "demo",
+            AWS_SECRET_ACCESS_KEY: "demo",
+            AWS_REGION: "us-east-1",
+          },
+          stdin: "null",
+          stdout: "null",
+          stderr: "piped",
+        }).spawn());
+      const log = await Deno.open(`${dir}/daemon.log`, { create: true, write: true });
+      daemon.stderr.pipeTo(log.writable).catch(() => {});
+      const status = { ...conf, cniVersion: "1.1.0" }; // STATUS is a CNI 1.1 verb
+      let ready = await bareCni(node, { CNI_COMMAND: "STATUS" }, status);
+      for (let i = 0; i < 240 && ready.code !== 0; i++) {
+        await new Promise((r) => setTimeout(r, 250));
+        ready = await bareCni(node, { CNI_COMMAND: "STATUS" }, status);
+      }
+      if (ready.code !== 0) {
+        const said = await Deno.readTextFile(`${dir}/daemon.log`).catch(() => "");
+        assert.fail(`the image's daemon is not ready: ${ready.stdout}\n${said.slice(-2000)}`);
+      }
+
       const version = await bareCni(node, { CNI_COMMAND: "VERSION" }, conf);
       assert.equal(version.code, 0, version.stderr);
       assert.ok(JSON.parse(version.stdout).supportedVersions.includes("1.0.0"));
@@ -91,6 +143,11 @@ Deno.test({
       assert.ok(node.whereIs(ip), `ADD returned ${ip}, which no ENI of the VPC holds`);
       const del = await bareCni(node, { CNI_COMMAND: "DEL", ...pod }, conf);
       assert.equal(del.code, 0, `DEL: ${del.stdout}${del.stderr}`);
+      const exited = await Promise.race([
+        daemon.status.then(() => true),
+        new Promise<false>((r) => setTimeout(() => r(false), 100)),
+      ]);
+      assert.equal(exited, false, "the image's daemon exited");
 
       // Upgrade under load: VERSION calls back to back from 4 callers while v2 installs.
       let installing = true;
@@ -175,6 +232,10 @@ Deno.test({
         new RegExp(`cannot run \\S+vpcni\\.d/${v3}/deno: .*run vpcni install again`),
       );
     } finally {
+      if (daemon) {
+        daemon.kill("SIGTERM");
+        await daemon.status;
+      }
       await run(["ip", "netns", "del", podNetns]);
       await node?.close();
       await Deno.remove(dir, { recursive: true });
