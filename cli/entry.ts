@@ -7,9 +7,18 @@
  *
  * @module
  */
-import { runPlugin } from "../cni/plugin.ts";
+import { runThinPlugin } from "../cni/thin.ts";
 import { runCli } from "./program.ts";
+import { isCniWorker } from "../ipam/cni_worker.ts";
+import { setCniWorkerEntry } from "../ipam/cni_service.ts";
 
-Deno.exit(
-  Deno.env.get("CNI_COMMAND") !== undefined ? await runPlugin() : await runCli(Deno.args),
-);
+// The daemon's CNI workers start from this same bundle; there the worker module's own code
+// runs and the CLI does not.
+if (!isCniWorker()) {
+  setCniWorkerEntry(import.meta.url);
+  Deno.exit(
+    Deno.env.get("CNI_COMMAND") !== undefined
+      ? await runThinPlugin({ loadFull: () => import("../cni/plugin.ts") })
+      : await runCli(Deno.args),
+  );
+}

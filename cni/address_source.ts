@@ -12,7 +12,7 @@ import { CniError, ErrorCode } from "./errors.ts";
 import { IpamClient } from "./ipam_client.ts";
 import { execIpamPlugin } from "./delegate.ts";
 import { firstIpv4, parseResult, type ResultDns } from "./result.ts";
-import type { PodAllocation } from "./ipam_protocol.ts";
+import type { PodAllocation } from "../proto/ipam.ts";
 import { checkStatus } from "./status.ts";
 
 /** An address reserved for a pod by ADD. */

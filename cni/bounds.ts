@@ -8,7 +8,7 @@
  * @module
  */
 import { CniError, ErrorCode } from "./errors.ts";
-import { invalid } from "./schema.ts";
+import { invalid } from "../proto/schema.ts";
 
 /** The bounds (README: "Bounds on input"). */
 export const INPUT_BOUNDS = {

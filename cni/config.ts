@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { DEFAULT_IPAM_SOCKET } from "./ipam_protocol.ts";
+import { DEFAULT_IPAM_SOCKET } from "../proto/ipam.ts";
 import { DATAPATH_KINDS, type DatapathKind } from "./datapath/types.ts";
 import { CniError, ErrorCode } from "./errors.ts";
 import {
@@ -24,7 +24,7 @@ import {
   record,
   str,
   withDefault,
-} from "./schema.ts";
+} from "../proto/schema.ts";
 import { type CniResult, parseDns, parseResult, type ResultDns } from "./result.ts";
 import { requireSupportedVersion } from "./versions.ts";
 import { checkConfigBounds, checkSocketPath } from "./bounds.ts";

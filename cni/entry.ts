@@ -6,6 +6,8 @@
  *
  * @module
  */
-import { runPlugin } from "./plugin.ts";
+import { runThinPlugin } from "./thin.ts";
 
-Deno.exit(await runPlugin());
+// The bundler inlines the full plugin behind this import: it is parsed lazily and evaluated
+// only when the thin path hands over (cni/thin.ts says when).
+Deno.exit(await runThinPlugin({ loadFull: () => import("./plugin.ts") }));

@@ -1,5 +1,5 @@
 /**
- * The plugin's side of the plugin ↔ daemon protocol (cni/ipam_protocol.ts): one HTTP POST
+ * The plugin's side of the plugin ↔ daemon protocol (proto/ipam.ts): one HTTP POST
  * over the daemon's unix socket, with a bounded timeout, on a small blocking HTTP/1.1
  * client (cni/unix_http.ts: a process's first `fetch` costs more than the round trip). An
  * unreachable or silent daemon is code 11 (try again later) naming the socket; an answer
@@ -11,7 +11,7 @@
  * @module
  */
 import {
-  type EniInfo,
+  DAEMON_ERROR_CODES,
   IPAM_PATH,
   IPAM_PROTOCOL_VERSION,
   type IpamAddRequest,
@@ -21,43 +21,22 @@ import {
   type IpamStaleRequest,
   type IpamStatusRequest,
   type IpamStatusResponse,
+  MAX_DAEMON_ANSWER_BYTES,
   type PodAllocation,
-} from "./ipam_protocol.ts";
+} from "../proto/ipam.ts";
+import { parseAllocation, parseAnswer, parseStatus } from "../proto/ipam_validate.ts";
 import type { DaemonSettings } from "./config.ts";
 import { postUnix, UnixHttpProtocolError, UnixHttpTimeoutError } from "./unix_http.ts";
 import { CniError, ErrorCode } from "./errors.ts";
-import {
-  arr,
-  bool,
-  ipv4,
-  ipv4Cidr,
-  num,
-  obj,
-  optional,
-  type Parser,
-  plainObject,
-  str,
-} from "./schema.ts";
+import { arr, type Parser, plainObject } from "../proto/schema.ts";
 
-/**
- * The codes a daemon refusal may carry, passed on to the runtime as they are: 3 (unknown
- * attachment on CHECK), 4 and 7 (the request or an annotation is wrong), 11 (no address
- * in time, try again), 50 and 51 (STATUS), 106 (ADD of an attachment that already holds an
- * address). Any other code — negative, not an integer, a
- * code of the spec's that means something else here (1 and 6 are the daemon's complaints
- * about the plugin's request, not about the network configuration), or one of vpcni's own —
- * becomes 102 with the plugin's message.
- */
-export const DAEMON_ERROR_CODES: readonly number[] = [3, 4, 7, 11, 50, 51, 106];
-
-/** Bound on a daemon answer, in bytes (a GC releasing every pod of a node is ~100 KiB). */
-export const MAX_DAEMON_ANSWER_BYTES = 1024 * 1024;
+export { DAEMON_ERROR_CODES, MAX_DAEMON_ANSWER_BYTES };
 
 /** Bounds on the daemon's `msg` and `details` as passed on. */
 const MAX_DAEMON_TEXT = 1024;
 
 /** The daemon's text, cut and without control characters (it reaches logs and terminals). */
-function daemonText(v: unknown): string | undefined {
+export function daemonText(v: unknown): string | undefined {
   if (typeof v !== "string") return undefined;
   // deno-lint-ignore no-control-regex
   const clean = v.replace(/[\x00-\x1f\x7f-\x9f]/g, " ").trim();
@@ -67,36 +46,27 @@ function daemonText(v: unknown): string | undefined {
 /** A request as the caller writes it: the client adds the protocol version. */
 type Unversioned<T> = T extends unknown ? Omit<T, "version"> : never;
 
-const parseEni: Parser<EniInfo> = obj({
-  id: str({ nonEmpty: true }),
-  mac: str({ pattern: /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/, hint: "a lower-case MAC address" }),
-  deviceIndex: num({ int: true, min: 0 }),
-  primary: bool,
-  subnetId: str(),
-  subnetCidr: ipv4Cidr,
-  gateway: ipv4,
-  routeTable: num({ int: true, min: 0 }),
-  primaryIp: optional(ipv4),
-});
+/**
+ * How a request reaches the daemon: by default one HTTP POST over its unix socket
+ * (cni/unix_http.ts). Inside the daemon, where the plugin's verbs run on a worker of their
+ * own (ipam/cni_worker.ts), the worker hands the body to the daemon's thread instead.
+ * Throws {@linkcode UnixHttpTimeoutError} when no answer comes within `timeoutMs`.
+ */
+export type DaemonTransport = (
+  socket: string,
+  body: string,
+  timeoutMs: number,
+) => { status: number; body: string };
 
-const parseAllocation: Parser<PodAllocation> = obj({
-  network: str(),
-  containerId: str(),
-  ifName: str(),
-  ip: ipv4,
-  pool: str(),
-  eni: parseEni,
-  vpcCidrs: arr(ipv4Cidr),
-  nodeIps: arr(ipv4),
-  nodeEniMacs: optional(
-    arr(str({ pattern: /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/, hint: "a lower-case MAC address" })),
-  ),
-});
+const socketTransport: DaemonTransport = (socket, body, timeoutMs) =>
+  postUnix(socket, IPAM_PATH, body, timeoutMs, MAX_DAEMON_ANSWER_BYTES);
 
-const parseStatus: Parser<IpamStatusResponse> = (v, p) => {
-  const s = obj({ pool: str(), available: num({ int: true, min: 0 }), canGrow: bool })(v, p);
-  return { ok: true, ...s };
-};
+let transport: DaemonTransport = socketTransport;
+
+/** Routes every later request of this thread through `t` (the daemon's own worker). */
+export function setDaemonTransport(t: DaemonTransport): void {
+  transport = t;
+}
 
 /** Talks to the IPAM daemon; one instance per invocation. Calls block (bounded). */
 export class IpamClient {
@@ -152,15 +122,7 @@ export class IpamClient {
   close(): void {}
 
   #parse<T>(parser: Parser<T>, value: unknown, path: string): T {
-    try {
-      return parser(value, path);
-    } catch (e) {
-      throw new CniError(
-        ErrorCode.DAEMON_PROTOCOL,
-        `IPAM daemon at ${this.#settings.socket} sent a malformed answer`,
-        (e as Error).message,
-      );
-    }
+    return parseAnswer(parser, value, path, this.#settings.socket);
   }
 
   #post(req: Record<string, unknown>): Record<string, unknown> {
@@ -169,13 +131,7 @@ export class IpamClient {
     let text: string;
     let status: number;
     try {
-      ({ status, body: text } = postUnix(
-        socket,
-        IPAM_PATH,
-        payload,
-        timeoutMs,
-        MAX_DAEMON_ANSWER_BYTES,
-      ));
+      ({ status, body: text } = transport(socket, payload, timeoutMs));
     } catch (e) {
       if (e instanceof UnixHttpTimeoutError) {
         throw new CniError(

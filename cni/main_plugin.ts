@@ -25,6 +25,8 @@ export interface MainInvocation {
   /** The exact stdin bytes, handed unchanged to a delegated IPAM plugin. */
   stdin: Uint8Array;
   log: PluginLogger;
+  /** The daemon was found down (cni/thin.ts): DEL goes ahead without it. */
+  daemonDown?: boolean;
 }
 
 /** True when a netns path exists (a missing one means the container is gone). */
@@ -226,7 +228,20 @@ export async function cmdDel(inv: MainInvocation): Promise<void> {
       () => datapath.detachPod(dp, pod),
     );
     for (const s of skipped) log.warn("DEL left a link alone", { why: s });
-    await source.release();
+    try {
+      await source.release();
+    } catch (e) {
+      if (!(inv.daemonDown && e instanceof CniError && e.code === ErrorCode.TRY_AGAIN_LATER)) {
+        throw e;
+      }
+      // The pod's host objects are gone; the daemon's start-up reconcile releases the
+      // reservation, whose pod netns the runtime removes after this DEL.
+      log.warn(
+        "the daemon is down: DEL removed the host objects; the daemon frees the " +
+          "address when it is back",
+        { ip: address?.ip, error: e.message },
+      );
+    }
     log.info("deleted", { ip: address?.ip });
   } finally {
     source.close();

@@ -110,12 +110,22 @@ function checkNetns(env: CniEnv, cniVersion: string): CniEnv {
   return state === "gone" ? { ...env, netns: undefined } : env;
 }
 
+/** How the thin plugin (cni/thin.ts) runs the full one. */
+export interface RunOptions {
+  /**
+   * The thin plugin found the daemon down: a DEL removes the pod's host objects and succeeds
+   * without the daemon, whose reconcile frees the address once it is back.
+   */
+  daemonDown?: boolean;
+}
+
 async function dispatch(
   command: CniCommand,
   parsedEnv: CniEnv,
   stdin: Uint8Array,
   raw: Record<string, unknown>,
   setLog: (log: PluginLogger) => void,
+  opts: RunOptions,
 ): Promise<Record<string, unknown> | undefined> {
   const config = parseConfig(raw);
   checkLogFile(config.logFile, config.role === "ipam" ? "ipam.logFile" : "logFile");
@@ -137,7 +147,7 @@ async function dispatch(
   if (config.role === "ipam") {
     return await runIpamVerb({ config, env, log });
   }
-  const inv: MainInvocation = { config, env, stdin, log };
+  const inv: MainInvocation = { config, env, stdin, log, daemonDown: opts.daemonDown };
   switch (command) {
     case "ADD":
       return await cmdAdd(inv);
@@ -163,7 +173,10 @@ async function dispatch(
  * failure is printed as the spec's error JSON; a stack trace reaches only the log file, at
  * debug level.
  */
-export async function runPlugin(io: PluginIo = processIo): Promise<number> {
+export async function runPlugin(
+  io: PluginIo = processIo,
+  opts: RunOptions = {},
+): Promise<number> {
   let errorVersion = LATEST_CNI_VERSION;
   let log: PluginLogger | undefined;
   let doing = "the request";
@@ -181,7 +194,7 @@ export async function runPlugin(io: PluginIo = processIo): Promise<number> {
       errorVersion = raw.cniVersion;
     }
     const env = parseCniEnv(command, io.getEnv);
-    const result = await dispatch(command, env, stdin, raw, (l) => (log = l));
+    const result = await dispatch(command, env, stdin, raw, (l) => (log = l), opts);
     if (result !== undefined) io.writeStdout(JSON.stringify(result));
     return 0;
   } catch (e) {

@@ -9,7 +9,17 @@
  *
  * @module
  */
-import { arr, cidr, ipAddress, num, obj, optional, type Parser, record, str } from "./schema.ts";
+import {
+  arr,
+  cidr,
+  ipAddress,
+  num,
+  obj,
+  optional,
+  type Parser,
+  record,
+  str,
+} from "../proto/schema.ts";
 import { CniError, ErrorCode } from "./errors.ts";
 import { hasIpVersionField, hasV11Fields, requireSupportedVersion } from "./versions.ts";
 

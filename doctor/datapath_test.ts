@@ -9,7 +9,7 @@ import {
 import { describeFix } from "./datapath_fix.ts";
 import type { NetnsSnapshot } from "./kernel.ts";
 import { hostVethName } from "../cni/datapath/naming.ts";
-import type { EniInfo } from "../cni/ipam_protocol.ts";
+import type { EniInfo } from "../proto/ipam.ts";
 
 const settings: DatapathSettings = {
   kind: "veth",

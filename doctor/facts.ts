@@ -9,7 +9,7 @@ import { z } from "zod";
 import { parse as parseYaml } from "yaml";
 import { type Checkpoint, CHECKPOINT_FILE, readCheckpoint } from "../ipam/checkpoint.ts";
 import { ImdsClient, type NodeMetadata } from "../aws/imds.ts";
-import type { EniInfo } from "../cni/ipam_protocol.ts";
+import type { EniInfo } from "../proto/ipam.ts";
 import type { AllocationFact } from "./datapath.ts";
 import { subnetGateway } from "../ipam/subnets.ts";
 

@@ -1,63 +1,36 @@
 /**
- * The plugin-facing API: `POST /v1/ipam` on a root-only unix socket, speaking
- * cni/ipam_protocol.ts. Requests are parsed with zod; every answer is HTTP 200 with an
- * {@linkcode IpamResponse} body, so the plugin forwards CNI codes unchanged.
+ * The plugin-facing API: `POST /v1/ipam` on a root-only unix socket, speaking proto/ipam.ts
+ * and parsing requests with its validator (the same one the plugin's side uses). Every answer
+ * is HTTP 200 with an {@linkcode IpamResponse} body, so the plugin forwards CNI codes
+ * unchanged. A `cni` request (a whole invocation of the main plugin) goes to the CNI service
+ * (ipam/cni_service.ts), which runs the plugin's verbs on workers of its own.
  *
  * @module
  */
-import { z } from "zod";
 import {
   IPAM_PATH,
-  IPAM_PROTOCOL_VERSION,
   type IpamRequest,
   type IpamResponse,
-} from "../cni/ipam_protocol.ts";
+  MAX_REQUEST_BYTES,
+  REQUEST_ERROR,
+} from "../proto/ipam.ts";
+import { parseIpamRequest } from "../proto/ipam_validate.ts";
 import type { PoolManager } from "./pools.ts";
 import { attachmentKey } from "./node_state.ts";
 import { log } from "./log.ts";
 import { prepareSocket } from "./unix_socket.ts";
-
-const key = {
-  version: z.literal(IPAM_PROTOCOL_VERSION),
-  network: z.string().min(1),
-  containerId: z.string().min(1),
-  ifName: z.string().min(1).max(15),
-};
-
-/** The request schema, mirroring cni/ipam_protocol.ts. */
-export const ipamRequestSchema = z.discriminatedUnion("op", [
-  z.object({
-    ...key,
-    op: z.literal("add"),
-    netns: z.string(),
-    podNamespace: z.string().optional(),
-    podName: z.string().optional(),
-    podUid: z.string().optional(),
-    annotations: z.record(z.string(), z.string()).optional(),
-  }),
-  z.object({ ...key, op: z.literal("del") }),
-  z.object({ ...key, op: z.literal("check") }),
-  z.object({
-    version: key.version,
-    op: z.literal("gc"),
-    network: z.string().min(1),
-    validAttachments: z.array(z.object({ containerId: z.string(), ifName: z.string() })),
-  }),
-  z.object({
-    version: key.version,
-    op: z.literal("stale"),
-    network: z.string().min(1),
-    validAttachments: z.array(z.object({ containerId: z.string(), ifName: z.string() })),
-  }),
-  z.object({ version: key.version, op: z.literal("status"), pool: z.string().optional() }),
-]);
+import { CniService } from "./cni_service.ts";
 
 /** Answers one parsed request. */
 export async function handleIpamRequest(
   pools: PoolManager,
   req: IpamRequest,
+  cni?: CniService,
 ): Promise<IpamResponse> {
   switch (req.op) {
+    case "cni":
+      if (!cni) return { ok: false, code: 11, msg: "this daemon runs no CNI service" };
+      return await cni.run(req);
     case "add":
       return await pools.add(req);
     case "del":
@@ -83,35 +56,24 @@ export async function handleIpamRequest(
 }
 
 /** Parses a raw body and answers it; malformed requests get code 6 or 1. */
-export async function answerRaw(pools: PoolManager, body: string): Promise<IpamResponse> {
-  let raw: unknown;
+export async function answerRaw(
+  pools: PoolManager,
+  body: string,
+  cni?: CniService,
+): Promise<IpamResponse> {
+  const req = parseIpamRequest(body);
+  if ("ok" in req) return req;
   try {
-    raw = JSON.parse(body);
+    return await handleIpamRequest(pools, req, cni);
   } catch (e) {
-    return { ok: false, code: 6, msg: `request is not JSON: ${(e as Error).message}` };
-  }
-  if (raw && typeof raw === "object" && "version" in raw && raw.version !== IPAM_PROTOCOL_VERSION) {
-    return {
+    log.error("request {op} failed: {error}", { op: req.op, error: String(e) });
+    const answer: IpamResponse = {
       ok: false,
-      code: 1,
-      msg: `IPAM protocol version ${String(raw.version)} is not spoken; this daemon speaks ` +
-        `${IPAM_PROTOCOL_VERSION}`,
+      code: 11,
+      msg: `daemon error: ${(e as Error).message}`,
     };
-  }
-  const r = ipamRequestSchema.safeParse(raw);
-  if (!r.success) {
-    const i = r.error.issues[0];
-    return {
-      ok: false,
-      code: 6,
-      msg: `bad IPAM request: ${i.path.join(".") || "(body)"}: ${i.message}`,
-    };
-  }
-  try {
-    return await handleIpamRequest(pools, r.data as IpamRequest);
-  } catch (e) {
-    log.error("request {op} failed: {error}", { op: r.data.op, error: String(e) });
-    return { ok: false, code: 11, msg: `daemon error: ${(e as Error).message}` };
+    // A refusal of an invocation says its protocol, so the thin plugin passes it on.
+    return req.op === "cni" ? { ...answer, version: req.version } : answer;
   }
 }
 
@@ -122,12 +84,21 @@ export async function answerRaw(pools: PoolManager, body: string): Promise<IpamR
 export async function serveUnixApi(
   path: string,
   pools: PoolManager,
+  cni: CniService = new CniService((body) => answerRaw(pools, body)),
 ): Promise<Deno.HttpServer<Deno.UnixAddr>> {
   const place = await prepareSocket(path);
   const server = Deno.serve({ path: place.bindPath, onListen: () => {} }, async (request) => {
     const url = new URL(request.url);
     if (request.method === "POST" && url.pathname === IPAM_PATH) {
-      const answer = await answerRaw(pools, await request.text());
+      const size = Number(request.headers.get("content-length") ?? "0");
+      if (size > MAX_REQUEST_BYTES) {
+        return Response.json({
+          ok: false,
+          code: REQUEST_ERROR.MALFORMED,
+          msg: `request of ${size} bytes is over the bound of ${MAX_REQUEST_BYTES}`,
+        });
+      }
+      const answer = await answerRaw(pools, await request.text(), cni);
       return Response.json(answer);
     }
     if (request.method === "GET" && url.pathname === "/healthz") return new Response("ok\n");
@@ -139,6 +110,7 @@ export async function serveUnixApi(
       status: 404,
     });
   });
+  server.finished.then(() => cni.close());
   await place.moveIntoPlace(() => server.shutdown());
   return server;
 }

@@ -9,7 +9,7 @@
 import { z } from "zod";
 import { parse as parseYaml } from "yaml";
 import { parseSelector, SelectorSyntaxError, type TagSelector } from "./selector.ts";
-import { DEFAULT_IPAM_SOCKET } from "../cni/ipam_protocol.ts";
+import { DEFAULT_IPAM_SOCKET } from "../proto/ipam.ts";
 import { KNOBS } from "./knobs.ts";
 import { parseIpv4Cidr } from "../netlink/ipv4.ts";
 

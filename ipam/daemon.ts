@@ -29,7 +29,8 @@ import { PoolManager } from "./pools.ts";
 import { reconcile, type ReconcileReport } from "./reconcile.ts";
 import { matchSubnets } from "./subnets.ts";
 import { matchesTags, parseSelector } from "./selector.ts";
-import { serveUnixApi } from "./api.ts";
+import { answerRaw, serveUnixApi } from "./api.ts";
+import { CniService } from "./cni_service.ts";
 import { LeakedEniCollector, resyncWithEc2, trackMutations } from "./ec2_sync.ts";
 import { IMDS_SETTLE_MS, imdsDisagreements } from "./imds_check.ts";
 import { hostKernelView, type KernelView } from "./kernel_view.ts";
@@ -50,6 +51,8 @@ export interface RunningDaemon {
   report: ReconcileReport;
   /** Where introspection listens (useful when `listen` asked for port 0). */
   introspectionAddr: Deno.NetAddr;
+  /** Runs the CNI invocations the thin plugin forwards. */
+  cni: CniService;
   /** Resolves when the daemon has stopped. */
   finished: Promise<void>;
   stop(): Promise<void>;
@@ -268,7 +271,9 @@ async function startLocked(
   egress.sync(); // SNAT and connection marks before the first pod is served
 
   let ready = false;
-  const api = await serveUnixApi(cfg.socketPath, pools);
+  // The first CNI worker starts now, so the first pod's ADD does not wait for it.
+  const cni = new CniService((body) => answerRaw(pools, body), { warm: true });
+  const api = await serveUnixApi(cfg.socketPath, pools, cni);
   const introspection = serveIntrospection(cfg.listen, cfg, pools, () => ready);
 
   let stopping = false;
@@ -339,6 +344,7 @@ async function startLocked(
     metrics,
     report,
     introspectionAddr: introspection.addr,
+    cni,
     finished,
     async stop() {
       if (stopping) return finished;

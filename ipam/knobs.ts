@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { DEFAULT_IPAM_SOCKET } from "../cni/ipam_protocol.ts";
+import { DEFAULT_IPAM_SOCKET } from "../proto/ipam.ts";
 
 /** One documented knob. */
 export interface KnobDoc {

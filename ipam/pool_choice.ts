@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { IpamResponse } from "../cni/ipam_protocol.ts";
+import type { IpamResponse } from "../proto/ipam.ts";
 import { annotationSubnetChoice, defaultPoolName, type SubnetChoice } from "./config.ts";
 import type { GrowthContext } from "./growth.ts";
 import { matchSubnets } from "./subnets.ts";

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { IpamAddRequest, IpamResponse, PodAllocation } from "../cni/ipam_protocol.ts";
+import type { IpamAddRequest, IpamResponse, PodAllocation } from "../proto/ipam.ts";
 import { ErrorCode } from "../cni/errors.ts";
 import { cloudErrorCode } from "./cloud.ts";
 import { defaultPoolName, type PoolConfig, type SubnetChoice, subnetChoice } from "./config.ts";

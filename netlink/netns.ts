@@ -66,6 +66,24 @@ export function inNetns<T>(netnsPath: string, fn: () => T): T {
   }
 }
 
+/**
+ * Moves the calling thread into the netns at `path` for good: a thread that exists to act in
+ * that netns (a test's stand-in for a node, ipam/cni_worker.ts). Must be called before any
+ * {@linkcode inNetns} on this thread, which then returns the thread here.
+ */
+export function moveThreadToNetns(path: string): void {
+  checkNetnsPath(path);
+  if (homeFd !== undefined || entered.length > 0) {
+    throw new Error("moveThreadToNetns: the thread already entered a netns");
+  }
+  const fd = openNetnsFd(path);
+  try {
+    if (libc().setns(fd, CLONE_NEWNET) !== 0) throw lastError("setns", path);
+  } finally {
+    libc().close(fd);
+  }
+}
+
 /** True when `path` names an existing file (a netns bind mount or /proc/<pid>/ns/net). */
 export function netnsExists(path: string): boolean {
   try {

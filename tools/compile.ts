@@ -41,7 +41,11 @@ export const COMPILE_PERMISSIONS: readonly string[] = RUNTIME_PERMISSIONS;
 export const COMPILE_V8_FLAGS: string = RUNTIME_V8_FLAGS;
 
 /** Modules main.ts loads through computed specifiers, which `deno compile` cannot trace. */
-export const COMPILE_INCLUDES: readonly string[] = ["cli/program.ts"];
+export const COMPILE_INCLUDES: readonly string[] = [
+  "cli/program.ts",
+  "cni/plugin.ts",
+  "ipam/cni_worker.ts",
+];
 
 /**
  * npm package folders that are not code but that `deno compile` 2.9 tries to analyse, and

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { EniInfo } from "../ipam_protocol.ts";
+import type { EniInfo } from "../../proto/ipam.ts";
 
 export type { EniInfo };
 

@@ -42,9 +42,18 @@ Deno.test("bad input: spec error JSON, exit ≠ 0, kernel unchanged", async (t) 
   const node = await makeNode();
   const socket = `${node.dir}/ipam.sock`;
   const deadSocket = `${node.dir}/nobody-listens.sock`;
-  const standin = startIpamStandin({ socket, addresses: ["10.77.0.50", "10.77.0.51"] });
+  const standin = startIpamStandin({
+    nodeNetns: node.node.path,
+    socket,
+    addresses: ["10.77.0.50", "10.77.0.51"],
+  });
   const emptySocket = `${node.dir}/empty.sock`;
-  const empty = startIpamStandin({ socket: emptySocket, addresses: [], canGrow: false });
+  const empty = startIpamStandin({
+    nodeNetns: node.node.path,
+    socket: emptySocket,
+    addresses: [],
+    canGrow: false,
+  });
   const strangerSocket = `${node.dir}/stranger.sock`;
   const stranger = Deno.serve({ path: strangerSocket, onListen() {} }, () => new Response("hello"));
   try {

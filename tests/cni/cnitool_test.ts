@@ -144,6 +144,7 @@ Deno.test("cnitool with the IPAM daemon: annotations, CNI_ARGS, CHECK against th
   const node = await makeNode();
   const socket = `${node.dir}/ipam.sock`;
   const standin = startIpamStandin({
+    nodeNetns: node.node.path,
     socket,
     addresses: ["10.77.0.50", "10.77.0.51", "10.77.0.52"],
   });

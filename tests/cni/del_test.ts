@@ -12,7 +12,11 @@ Deno.test("DEL after the pod netns vanished: success, reservation and host objec
   const node = await makeNode();
   const socket = `${node.dir}/ipam.sock`;
   const logFile = `${node.dir}/vpcni.log`;
-  const standin = startIpamStandin({ socket, addresses: ["10.77.0.90"] });
+  const standin = startIpamStandin({
+    nodeNetns: node.node.path,
+    socket,
+    addresses: ["10.77.0.90"],
+  });
   try {
     const conf = JSON.stringify({
       cniVersion: "1.0.0",
@@ -59,10 +63,14 @@ Deno.test("DEL after the pod netns vanished: success, reservation and host objec
   }
 });
 
-Deno.test("DEL with the daemon down: pod objects removed, code 11 so the runtime retries", async () => {
+Deno.test("daemon down: DEL removes the pod's objects and succeeds; ADD and CHECK say code 11 naming the socket", async () => {
   const node = await makeNode();
   const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({ socket, addresses: ["10.77.0.91"] });
+  const standin = startIpamStandin({
+    nodeNetns: node.node.path,
+    socket,
+    addresses: ["10.77.0.91"],
+  });
   let closed = false;
   try {
     const conf = JSON.stringify({
@@ -86,13 +94,29 @@ Deno.test("DEL with the daemon down: pod objects removed, code 11 so the runtime
     await standin.close();
     closed = true;
     const prevConf = JSON.stringify({ ...JSON.parse(conf), prevResult: add.json });
+    const check = await runVpcni(node, env("CHECK"), prevConf);
+    assert.equal(check.code, 1);
+    assert.equal(check.json?.code, 11, check.stdout);
+    assert.match(String(check.json?.msg), new RegExp(`IPAM daemon unreachable at ${socket}`));
+    // The plugin removes the pod's host objects itself; the daemon's start-up reconcile frees
+    // the address once the runtime has removed the pod's netns.
     const del = await runVpcni(node, env("DEL"), prevConf);
-    assert.equal(del.json?.code, 11, del.stdout);
+    assert.equal(del.code, 0, del.stdout + del.stderr);
+    assert.equal(del.stdout, "");
     assert.deepEqual(
       await kernelState(node.node.name),
       before,
-      "the datapath is gone all the same",
+      "the datapath is gone",
     );
+    const other = await node.pod();
+    const add2 = await runVpcni(
+      node,
+      { ...env("ADD"), CNI_CONTAINERID: "vcn-del-3", CNI_NETNS: other.path },
+      conf,
+    );
+    assert.equal(add2.json?.code, 11, add2.stdout);
+    assert.match(String(add2.json?.msg), new RegExp(`IPAM daemon unreachable at ${socket}`));
+    assert.deepEqual(await kernelState(node.node.name), before, "a refused ADD wires nothing");
   } finally {
     if (!closed) await standin.close();
     await node.cleanup();

@@ -341,14 +341,26 @@ export function invalidMutations(w: FuzzWorld): Mutation[] {
         Array(16385).fill({ containerID: "c", ifname: "eth0" }),
       ]),
     },
+    // The main plugin's DEL succeeds with the daemon down: it removes the pod's host objects
+    // itself and the daemon's reconcile frees the address (tests/cni/del_test.ts).
     {
       name: "daemon unreachable",
-      verbs: ["ADD", "DEL", "STATUS"],
+      verbs: ["ADD", "STATUS"],
+      roles: ["main"],
       codes: [11, 50],
       fresh: true,
       apply: (d, w) => {
-        if (d.role === "main") d.conf.daemonSocket = w.deadSocket;
-        else (d.conf.ipam as Conf).daemonSocket = w.deadSocket;
+        d.conf.daemonSocket = w.deadSocket;
+      },
+    },
+    {
+      name: "daemon unreachable (IPAM role)",
+      verbs: ["ADD", "DEL", "STATUS"],
+      roles: ["ipam"],
+      codes: [11, 50],
+      fresh: true,
+      apply: (d, w) => {
+        (d.conf.ipam as Conf).daemonSocket = w.deadSocket;
       },
     },
     // Kinds whose checks come with the attachment fixes (AWAITING_ATTACHMENT_FIXES).

@@ -150,6 +150,7 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
   const realWrite = Deno.stderr.writeSync;
   try {
     await daemon.start({
+      nodeNetns: node.node.path,
       socket,
       addresses: Array.from({ length: 20 }, (_, i) => `10.77.0.${100 + i}`),
       eniMac: NODE_ENI_MAC,
@@ -210,6 +211,13 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
     const liveBefore = netlinkState(live.path);
     const otherBefore = netlinkState(other.path);
 
+    // The reference loopback plugin, run as the delegated IPAM plugin, sets `lo` up on ADD
+    // and down on the DEL that vpcni's refusal sends it: its own doing in the pod's netns,
+    // not vpcni's. Put `lo` back before comparing.
+    const restoreLo = () =>
+      new Deno.Command("nsenter", {
+        args: [`--net=${other.path}`, "ip", "link", "set", "lo", "up"],
+      }).outputSync();
     let ran = 0;
     let pluginMs = 0;
     let checkMs = 0;
@@ -258,15 +266,7 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
       }
       checkMs += performance.now() - t0 - ms;
       ran++;
-      if (c.mutations.includes("ipam.type loopback")) {
-        // The reference loopback plugin, run as the delegated IPAM plugin, sets `lo` up on
-        // ADD and down on the DEL that vpcni's refusal sends it: its own doing in the pod's
-        // netns, not vpcni's. Put `lo` back before comparing.
-        new Deno.Command("nsenter", {
-          args: [`--net=${other.path}`, "ip", "link", "set", "lo", "up"],
-        })
-          .outputSync();
-      }
+      if (c.mutations.includes("ipam.type loopback")) restoreLo();
       if (
         (c.env.CNI_NETNS === other.path || ran % 100 === 0) &&
         netlinkState(other.path) !== otherBefore
@@ -295,6 +295,7 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
           const r = await runBounded(installedNode, c.env, c.stdin, CASE_BOUND_MS);
           assert.ok(!r.killed, replay(c, r.stdout, "the process hung"));
           checkAnswer(c, r.code, r.stdout, r.stderr);
+          if (c.mutations.includes("ipam.type loopback")) restoreLo();
         }),
       );
       if (netlinkState() !== nodeBefore || netlinkState(live.path) !== liveBefore) {

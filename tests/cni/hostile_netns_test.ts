@@ -25,7 +25,11 @@ Deno.test("hostile CNI_NETNS and logFile: refused, nothing changed, no hang", as
   const testNode = await makeNode();
   const node = await withInstalledPlugin(testNode);
   const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({ socket, addresses: ["10.77.0.60", "10.77.0.61"] });
+  const standin = startIpamStandin({
+    nodeNetns: node.node.path,
+    socket,
+    addresses: ["10.77.0.60", "10.77.0.61"],
+  });
   const files = `${node.dir}/files`;
   await Deno.mkdir(files);
   const sleeper = new Deno.Command("ip", {

@@ -13,7 +13,11 @@ for (const version of ["1.1.0", "0.4.0"]) {
   Deno.test(`ptp + ipam vpcni (${version}): ADD, CHECK, DEL, GC through cnitool`, async () => {
     const node = await makeNode();
     const socket = `${node.dir}/ipam.sock`;
-    const standin = startIpamStandin({ socket, addresses: ["10.77.0.60", "10.77.0.61"] });
+    const standin = startIpamStandin({
+      nodeNetns: node.node.path,
+      socket,
+      addresses: ["10.77.0.60", "10.77.0.61"],
+    });
     try {
       const net = networkName(`ptp${version.replaceAll(".", "")}`);
       const conf = await writeConflist(node.dir, {

@@ -50,6 +50,7 @@ Deno.test("DEL whose prevResult names another pod removes what the attachment ho
   const socket = `${node.dir}/ipam.sock`;
   // A secondary ENI: pods get `to ip lookup main` (1000) and `from ip lookup 101` (2000).
   const standin = startIpamStandin({
+    nodeNetns: node.node.path,
     socket,
     addresses: ["10.77.0.90", "10.77.0.91"],
     deviceIndex: 1,
@@ -139,6 +140,7 @@ Deno.test("GC without cni.dev/valid-attachments is refused (code 7) and changes 
   const socket = `${node.dir}/ipam.sock`;
   const order: string[] = [];
   const standin = startIpamStandin({
+    nodeNetns: node.node.path,
     socket,
     addresses: ["10.77.0.70", "10.77.0.71"],
     async onRequest(req) {
@@ -215,7 +217,11 @@ Deno.test("GC without cni.dev/valid-attachments is refused (code 7) and changes 
 Deno.test("the node's own netns as CNI_NETNS: ADD, CHECK and DEL change nothing on the node", async () => {
   const node = await makeNode();
   const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({ socket, addresses: ["10.77.0.80", "10.77.0.81"] });
+  const standin = startIpamStandin({
+    nodeNetns: node.node.path,
+    socket,
+    addresses: ["10.77.0.80", "10.77.0.81"],
+  });
   try {
     const conf = {
       cniVersion: "1.1.0",
@@ -265,7 +271,11 @@ Deno.test("the node's own netns as CNI_NETNS: ADD, CHECK and DEL change nothing 
 Deno.test("DEL leaves alone a link that is not the datapath's: an ENI's MAC, or a kind it never makes", async () => {
   const node = await makeNode();
   const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({ socket, addresses: ["10.77.0.84", "10.77.0.85"] });
+  const standin = startIpamStandin({
+    nodeNetns: node.node.path,
+    socket,
+    addresses: ["10.77.0.84", "10.77.0.85"],
+  });
   try {
     const conf = JSON.stringify({
       cniVersion: "1.1.0",

@@ -33,6 +33,7 @@ Deno.test("mtu in the conflist never changes the ENI's link; the pod gets at mos
   const socket = `${node.dir}/ipam.sock`;
   // A secondary ENI: the old host setup set its link to exactly the conflist's mtu.
   const standin = startIpamStandin({
+    nodeNetns: node.node.path,
     socket,
     addresses: ["10.77.0.95", "10.77.0.96"],
     deviceIndex: 1,

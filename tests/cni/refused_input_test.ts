@@ -30,7 +30,11 @@ Deno.test("special interface names and oversized input: refused before the kerne
   const testNode = await makeNode();
   const node = await withInstalledPlugin(testNode);
   const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({ socket, addresses: ["10.77.0.52"] });
+  const standin = startIpamStandin({
+    nodeNetns: node.node.path,
+    socket,
+    addresses: ["10.77.0.52"],
+  });
   try {
     const pod = await node.pod();
     const base = {

@@ -1,8 +1,9 @@
 /**
- * A minimal stand-in for the IPAM daemon (`vpcni serve`): it speaks cni/ipam_protocol.ts
- * over a unix socket and hands out addresses from a fixed list, all on one primary ENI.
- * It stands in for the daemon until the daemon's own tests cover the plugin → daemon path;
- * it holds no EC2 logic, no cooldown and no checkpoint.
+ * A minimal stand-in for the IPAM daemon (`vpcni serve`): it speaks proto/ipam.ts over a
+ * unix socket and hands out addresses from a fixed list, all on one primary ENI. It stands
+ * in for the daemon's pools (no EC2 logic, no cooldown, no checkpoint); the invocations the
+ * thin plugin forwards (`cni`) run on the daemon's own CNI service (ipam/cni_service.ts),
+ * whose reservation requests this stand-in answers.
  *
  * @module
  */
@@ -13,7 +14,8 @@ import {
   type IpamRequest,
   type IpamResponse,
   type PodAllocation,
-} from "../../cni/ipam_protocol.ts";
+} from "../../proto/ipam.ts";
+import { CniService } from "../../ipam/cni_service.ts";
 
 /** How the stand-in is set up. */
 export interface StandinOptions {
@@ -32,6 +34,11 @@ export interface StandinOptions {
   canGrow?: boolean;
   /** Device index of the ENI (default 0, the primary; others get table 100 + index). */
   deviceIndex?: number;
+  /**
+   * The test node's netns: the CNI service's workers act from there, as the daemon acts from
+   * the node's netns (the plugin runs there too). Without it, from the test's own netns.
+   */
+  nodeNetns?: string;
   /** Called with each request before it is answered (tests look at the kernel then). */
   onRequest?: (req: IpamRequest) => void | Promise<void>;
 }
@@ -65,8 +72,13 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
   const free = [...opts.addresses];
 
   const answer = (req: IpamRequest): IpamResponse => {
+    if (req.op === "cni") return { ok: false, code: 6, msg: "cni is not a reservation request" };
     if (req.version !== IPAM_PROTOCOL_VERSION) {
-      return { ok: false, code: 102, msg: `protocol version ${req.version} not spoken` };
+      return {
+        ok: false,
+        code: 102,
+        msg: `protocol version ${String((req as { version: unknown }).version)} not spoken`,
+      };
     }
     switch (req.op) {
       case "add": {
@@ -140,21 +152,27 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
     }
   };
 
+  const reserve = async (req: IpamRequest): Promise<IpamResponse> => {
+    requests.push(req);
+    await opts.onRequest?.(req);
+    return answer(req);
+  };
+  const cni = new CniService((body) => reserve(JSON.parse(body)), { netns: opts.nodeNetns });
   const server = Deno.serve({ path: opts.socket, onListen() {} }, async (request) => {
     const url = new URL(request.url);
     if (request.method !== "POST" || url.pathname !== IPAM_PATH) {
       return new Response("not found", { status: 404 });
     }
     const req = await request.json() as IpamRequest;
-    requests.push(req);
-    await opts.onRequest?.(req);
-    return Response.json(answer(req));
+    if (req.op === "cni") return Response.json(await cni.run(req));
+    return Response.json(await reserve(req));
   });
 
   return {
     reservations,
     requests,
     async close() {
+      cni.close();
       await server.shutdown();
       await Deno.remove(opts.socket).catch(() => {});
     },

@@ -10,7 +10,7 @@ import { startSim } from "../../aws/sim/mod.ts";
 import { ipamClient, standardScenario, tempRoot } from "./harness.ts";
 import { randomPort, spawnDaemon, writeChildConfig } from "./daemon_process.ts";
 import { type Checkpoint, CHECKPOINT_FILE } from "../../ipam/checkpoint.ts";
-import type { IpamResponse } from "../../cni/ipam_protocol.ts";
+import type { IpamResponse } from "../../proto/ipam.ts";
 
 const HOUR_MS = 3600_000;
 

@@ -6,8 +6,8 @@
  * @module
  */
 import { type ScenarioInput, type SimServer, startSim } from "../../aws/sim/mod.ts";
-import type { IpamRequest, IpamResponse } from "../../cni/ipam_protocol.ts";
-import { IPAM_PATH } from "../../cni/ipam_protocol.ts";
+import type { IpamRequest, IpamResponse } from "../../proto/ipam.ts";
+import { IPAM_PATH } from "../../proto/ipam.ts";
 import { resolveConfig } from "../../ipam/config.ts";
 import { createAwsCloud } from "../../ipam/aws_cloud.ts";
 import { type RunningDaemon, startDaemon, type StartOptions } from "../../ipam/daemon.ts";

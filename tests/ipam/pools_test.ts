@@ -3,7 +3,7 @@
  * through to the next subnet, and the ENI limit answering code 11 with the reason in metrics.
  */
 import assert from "node:assert/strict";
-import type { IpamResponse } from "../../cni/ipam_protocol.ts";
+import type { IpamResponse } from "../../proto/ipam.ts";
 import {
   addReq,
   delReq,

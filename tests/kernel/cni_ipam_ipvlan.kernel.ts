@@ -27,7 +27,12 @@ async function podLink(netns: string): Promise<IpLinkDetail> {
 Deno.test("kernel lane: reference ipvlan + ipam vpcni: ADD, CHECK, DEL through cnitool", async () => {
   const node = await makeNode();
   const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({ socket, addresses: ["10.77.0.70"], eniMac: NODE_ENI_MAC });
+  const standin = startIpamStandin({
+    nodeNetns: node.node.path,
+    socket,
+    addresses: ["10.77.0.70"],
+    eniMac: NODE_ENI_MAC,
+  });
   try {
     const net = networkName("ipvlanipam");
     const conf = await writeConflist(node.dir, {
@@ -68,6 +73,7 @@ for (const datapath of ["ipvlan-l2", "ipvlan-l3s"] as const) {
     const node = await makeNode();
     const socket = `${node.dir}/ipam.sock`;
     const standin = startIpamStandin({
+      nodeNetns: node.node.path,
       socket,
       addresses: ["10.77.0.80"],
       eniMac: NODE_ENI_MAC,

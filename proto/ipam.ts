@@ -1,17 +1,33 @@
 /**
- * The plugin ↔ daemon protocol: one HTTP/1.1 round trip over the daemon's root-only unix
- * socket per ADD, DEL, CHECK, GC or STATUS. Types only, no npm: the plugin imports this on
- * its hot path; the daemon parses the same shapes with zod.
+ * The plugin ↔ daemon protocol, owned by neither side: one HTTP/1.1 round trip over the
+ * daemon's root-only unix socket per request. The types, the versions and the codes a refusal
+ * may carry; the validators both sides parse with are in proto/ipam_validate.ts (no npm: the
+ * plugin imports both; the thin plugin only this one).
  *
  * Every request is `POST /v1/ipam` with a JSON {@linkcode IpamRequest} body; every answer
  * is a JSON {@linkcode IpamResponse} with HTTP 200 (errors are in the body, not the status,
  * so the plugin can forward the CNI error code unchanged).
  *
+ * Two generations of requests: the reservation requests (`add`, `del`, `check`, `gc`,
+ * `stale`, `status`) are protocol 1, unchanged since the first release, so a plugin and a
+ * daemon of different releases still agree on them; `cni` (the daemon runs a whole CNI
+ * invocation, cni/thin.ts) is protocol 2. Every answer names the version it speaks.
+ *
  * @module
  */
+import { ErrorCode } from "./errors.ts";
 
-/** Bumped on any incompatible change; the daemon refuses versions it does not speak. */
-export const IPAM_PROTOCOL_VERSION = 1;
+/** The version of the reservation requests (`add` … `status`). */
+export const IPAM_PROTOCOL_VERSION = 1 as const;
+
+/** The version of the `cni` request: the daemon runs the whole invocation. */
+export const CNI_PROTOCOL_VERSION = 2 as const;
+
+/** Every version a daemon of this release speaks. */
+export const SPOKEN_PROTOCOL_VERSIONS: readonly number[] = [
+  IPAM_PROTOCOL_VERSION,
+  CNI_PROTOCOL_VERSION,
+];
 
 /** Where the daemon listens unless configured otherwise. */
 export const DEFAULT_IPAM_SOCKET = "/run/vpcni/ipam.sock";
@@ -79,6 +95,19 @@ export interface IpamStatusRequest {
   pool?: string;
 }
 
+/**
+ * A whole CNI invocation of the main plugin, forwarded by the thin plugin (cni/thin.ts): the
+ * daemon checks and runs it as the plugin would and answers what the plugin prints.
+ */
+export interface CniRunRequest {
+  version: typeof CNI_PROTOCOL_VERSION;
+  op: "cni";
+  /** The invocation's `CNI_*` variables, as the runtime set them. */
+  env: Record<string, string>;
+  /** stdin, as text (the plugin refuses more than 1 MiB before forwarding). */
+  stdin: string;
+}
+
 /** Any request the daemon accepts. */
 export type IpamRequest =
   | IpamAddRequest
@@ -86,7 +115,8 @@ export type IpamRequest =
   | IpamCheckRequest
   | IpamGcRequest
   | IpamStaleRequest
-  | IpamStatusRequest;
+  | IpamStatusRequest
+  | CniRunRequest;
 
 /** The ENI that owns a pod's address, as the datapath needs it. */
 export interface EniInfo {
@@ -171,16 +201,61 @@ export interface IpamStatusResponse {
  */
 export interface IpamErrorResponse {
   ok: false;
+  /** Set on a refusal of a `cni` request: the protocol it is answered in. */
+  version?: typeof CNI_PROTOCOL_VERSION;
   code: number;
   msg: string;
   details?: string;
 }
 
+/** Answer to `cni`: what the plugin prints on stdout and its exit code. */
+export interface CniRunResponse {
+  ok: true;
+  version: typeof CNI_PROTOCOL_VERSION;
+  /** 0 on success, 1 when `stdout` is the spec's error JSON. */
+  exitCode: number;
+  /** The result or error JSON, in the request's cniVersion; empty for DEL/CHECK/GC/STATUS. */
+  stdout: string;
+}
+
 /** Any answer. */
 export type IpamResponse =
+  | CniRunResponse
   | IpamAllocationResponse
   | IpamReleaseResponse
   | IpamGcResponse
   | IpamStaleResponse
   | IpamStatusResponse
   | IpamErrorResponse;
+
+/** Bound on a daemon answer, in bytes (a GC releasing every pod of a node is ~100 KiB). */
+export const MAX_DAEMON_ANSWER_BYTES = 1024 * 1024;
+
+/** Bound on a request body: stdin's 1 MiB bound, its JSON escaping, and the environment. */
+export const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The codes a daemon refusal may carry, passed on to the runtime as they are: 3 (unknown
+ * attachment on CHECK), 4 and 7 (the request or an annotation is wrong), 11 (no address
+ * in time, try again), 50 and 51 (STATUS), 106 (ADD of an attachment that already holds an
+ * address). Any other code — negative, not an integer, a code of the spec's that means
+ * something else here (1 and 6 are the daemon's complaints about the plugin's request, not
+ * about the network configuration), or one of vpcni's own — is a protocol error (102).
+ */
+export const DAEMON_ERROR_CODES: readonly number[] = [
+  ErrorCode.UNKNOWN_CONTAINER,
+  ErrorCode.INVALID_ENV,
+  ErrorCode.INVALID_CONFIG,
+  ErrorCode.TRY_AGAIN_LATER,
+  ErrorCode.PLUGIN_NOT_AVAILABLE,
+  ErrorCode.PLUGIN_NOT_AVAILABLE_LIMITED,
+  ErrorCode.ATTACHMENT_EXISTS,
+];
+
+/** The codes the daemon uses for a request it cannot read. */
+export const REQUEST_ERROR = {
+  /** A protocol version the daemon does not speak. */
+  VERSION: ErrorCode.INCOMPATIBLE_VERSION,
+  /** Not JSON, or a field missing or malformed. */
+  MALFORMED: ErrorCode.DECODE_FAILURE,
+} as const;

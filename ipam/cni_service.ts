@@ -1,0 +1,213 @@
+/**
+ * The daemon's CNI service: runs whole invocations of the `vpcni` main plugin that the thin
+ * plugin (cni/thin.ts) forwards — reservation and datapath in one place, with the plugin's own
+ * checks and its one rollback (ipam/cni_worker.ts runs cni/plugin.ts).
+ *
+ * - One lock per attachment (container id and interface name): an ADD, CHECK or DEL of an
+ *   attachment waits for the one before it, so a DEL sent while its ADD is still wiring
+ *   removes what that ADD made, and a second ADD sees the first one's reservation (code 106).
+ * - Invocations run on workers, never on the daemon's thread: netlink calls are synchronous
+ *   and a pod's netns is entered by the calling thread, so the daemon's thread keeps serving
+ *   reservations and the warm loop however long an ADD takes. Up to `maxWorkers` run at once
+ *   (a long ADD holds one worker; others serve the rest); more wait in order. Workers beyond
+ *   the first are started on demand and stopped after a minute idle.
+ *
+ * @module
+ */
+import type { CniRunRequest, CniRunResponse, IpamResponse } from "../proto/ipam.ts";
+import { CNI_PROTOCOL_VERSION } from "../proto/ipam.ts";
+import {
+  ANSWER_BUFFER_BYTES,
+  CNI_WORKER_NAME,
+  type CniJob,
+  type CniJobDone,
+  type CniWorkerStart,
+  type IpamCall,
+  writeAnswer,
+} from "./cni_worker.ts";
+
+let workerEntry = new URL("./cni_worker.ts", import.meta.url).href;
+
+/**
+ * Makes `url` the module CNI workers start from: the bundled program names itself
+ * (cli/entry.ts), as a bundle has no ipam/cni_worker.ts beside it.
+ */
+export function setCniWorkerEntry(url: string): void {
+  workerEntry = url;
+}
+
+/** Answers one reservation request body (the daemon's api, or a test's stand-in). */
+export type IpamAnswerer = (body: string) => Promise<IpamResponse>;
+
+/** How the service runs. */
+export interface CniServiceOptions {
+  /** Invocations run at once at most (default 3). */
+  maxWorkers?: number;
+  /** Start the first worker now rather than at the first request (default false). */
+  warm?: boolean;
+  /** How long an extra worker may stay idle before it is stopped (default 60 s). */
+  idleMs?: number;
+  /**
+   * The netns the workers act from, when the node's is not the daemon's own: a test's node
+   * netns. The daemon runs in the node's netns and leaves this unset.
+   */
+  netns?: string;
+}
+
+interface Slot {
+  worker: Worker;
+  shared: SharedArrayBuffer;
+  busy: boolean;
+  done?: (d: CniJobDone) => void;
+  idleTimer?: ReturnType<typeof setTimeout>;
+}
+
+/** Runs forwarded CNI invocations; see the module doc. */
+export class CniService {
+  #answer: IpamAnswerer;
+  #max: number;
+  #idleMs: number;
+  #slots: Slot[] = [];
+  #waiting: ((s: Slot) => void)[] = [];
+  #locks = new Map<string, Promise<unknown>>();
+  #nextId = 1;
+  #closed = false;
+  #netns?: string;
+
+  /** Makes the service; `answer` serves the plugin's reservation requests. */
+  constructor(answer: IpamAnswerer, opts: CniServiceOptions = {}) {
+    this.#answer = answer;
+    this.#max = Math.max(1, opts.maxWorkers ?? 3);
+    this.#idleMs = opts.idleMs ?? 60_000;
+    this.#netns = opts.netns;
+    if (opts.warm) this.#slots.push(this.#spawn());
+  }
+
+  /** Workers running now (for tests and the metrics). */
+  get workers(): number {
+    return this.#slots.length;
+  }
+
+  /** Runs one invocation under its attachment's lock; answers what the plugin printed. */
+  async run(req: CniRunRequest): Promise<CniRunResponse> {
+    const key = `${req.env.CNI_CONTAINERID ?? ""}\u0000${req.env.CNI_IFNAME ?? ""}`;
+    const before = this.#locks.get(key) ?? Promise.resolve();
+    const mine = before.catch(() => {}).then(() => this.#runOnWorker(req));
+    this.#locks.set(key, mine);
+    try {
+      return await mine;
+    } finally {
+      if (this.#locks.get(key) === mine) this.#locks.delete(key);
+    }
+  }
+
+  /**
+   * Makes later workers act from the netns at `path` (a test's node, when the daemon runs
+   * outside it) and stops the idle ones, which act from the old one.
+   */
+  useNetns(path: string): void {
+    this.#netns = path;
+    for (const s of this.#slots.filter((s) => !s.busy)) {
+      clearTimeout(s.idleTimer);
+      s.worker.terminate();
+    }
+    this.#slots = this.#slots.filter((s) => s.busy);
+  }
+
+  /** Stops every worker; later requests are refused. */
+  close(): void {
+    this.#closed = true;
+    for (const s of this.#slots) {
+      clearTimeout(s.idleTimer);
+      s.worker.terminate();
+    }
+    this.#slots = [];
+  }
+
+  async #runOnWorker(req: CniRunRequest): Promise<CniRunResponse> {
+    if (this.#closed) throw new Error("the daemon is stopping");
+    const slot = await this.#acquire();
+    try {
+      const job: CniJob = { id: this.#nextId++, env: req.env, stdin: req.stdin };
+      const done = await new Promise<CniJobDone>((resolve) => {
+        slot.done = resolve;
+        slot.worker.postMessage(job);
+      });
+      return {
+        ok: true,
+        version: CNI_PROTOCOL_VERSION,
+        exitCode: done.exitCode,
+        stdout: done.stdout,
+      };
+    } finally {
+      slot.done = undefined;
+      this.#release(slot);
+    }
+  }
+
+  #acquire(): Promise<Slot> {
+    const free = this.#slots.find((s) => !s.busy);
+    if (free) {
+      free.busy = true;
+      clearTimeout(free.idleTimer);
+      return Promise.resolve(free);
+    }
+    if (this.#slots.length < this.#max) {
+      const s = this.#spawn();
+      s.busy = true;
+      this.#slots.push(s);
+      return Promise.resolve(s);
+    }
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+
+  #release(slot: Slot): void {
+    const next = this.#waiting.shift();
+    if (next) return next(slot);
+    slot.busy = false;
+    if (this.#slots[0] !== slot) {
+      slot.idleTimer = setTimeout(() => {
+        if (slot.busy) return;
+        slot.worker.terminate();
+        this.#slots = this.#slots.filter((s) => s !== slot);
+      }, this.#idleMs);
+    }
+  }
+
+  #spawn(): Slot {
+    const worker = new Worker(workerEntry, { type: "module", name: CNI_WORKER_NAME });
+    const shared = new SharedArrayBuffer(ANSWER_BUFFER_BYTES);
+    const slot: Slot = { worker, shared, busy: false };
+    worker.onmessage = (e: MessageEvent<IpamCall | CniJobDone>) => {
+      const m = e.data;
+      if (m.type === "done") return slot.done?.(m);
+      this.#answer(m.body).then(
+        (answer) => writeAnswer(shared, m.seq, JSON.stringify(answer)),
+        (err) =>
+          writeAnswer(
+            shared,
+            m.seq,
+            JSON.stringify({ ok: false, code: 11, msg: `daemon error: ${String(err)}` }),
+          ),
+      );
+    };
+    worker.onerror = (e) => {
+      // A worker that died answers its job as the plugin would answer a bug, and is replaced.
+      e.preventDefault();
+      slot.done?.({
+        type: "done",
+        id: 0,
+        exitCode: 1,
+        stdout: JSON.stringify({
+          cniVersion: "1.1.0",
+          code: 999,
+          msg: `the daemon's CNI worker failed: ${e.message}`,
+          details: "the daemon's log has more; the runtime retries",
+        }),
+      });
+      this.#slots = this.#slots.filter((s) => s !== slot);
+    };
+    worker.postMessage({ shared, netns: this.#netns } satisfies CniWorkerStart);
+    return slot;
+  }
+}
