@@ -9,7 +9,7 @@
  * @module
  */
 import { grpcCode, type ServerWritableStream, serveUnix, UnixGrpcClient } from "./grpc.ts";
-import { type UnixGrpcServer } from "./grpc.ts";
+import type { UnixGrpcServer } from "./grpc.ts";
 import { DEVICE_PLUGIN, REGISTRATION } from "./services.ts";
 import { type Device, DEVICE_PLUGIN_API_VERSION, HEALTHY } from "./messages.ts";
 import { resourceName } from "./pod_resources.ts";
