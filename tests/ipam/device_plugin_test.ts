@@ -7,7 +7,16 @@
  */
 import assert from "node:assert/strict";
 import type { IpamResponse } from "../../cni/ipam_protocol.ts";
-import { addReq, delReq, eventually, standardScenario, startStack, SUBNETS } from "./harness.ts";
+import {
+  addReq,
+  delReq,
+  eventually,
+  type Stack,
+  standardScenario,
+  startStack,
+  SUBNETS,
+} from "./harness.ts";
+import { checkDevicePlugin, fetchDevicePluginView } from "../../doctor/checks_device_plugin.ts";
 import { type KubeletStandin, podWith, startKubeletStandin } from "./kubelet_standin.ts";
 
 // The instance: 3 ENIs of 4 addresses, so 3 pod addresses per ENI.
@@ -19,6 +28,8 @@ async function kubeletDir() {
   await Deno.mkdir(`${dir}/device-plugins`);
   return dir;
 }
+
+const daemonUrl = (stack: Stack) => `http://127.0.0.1:${stack.daemon.introspectionAddr.port}`;
 
 function ipOf(r: IpamResponse) {
   assert.ok(r.ok && "allocation" in r, JSON.stringify(r));
@@ -106,6 +117,9 @@ Deno.test("device plugin: auto stays off without the kubelet's directory", async
   });
   try {
     assert.deepEqual(await stack.introspect("/v1/device-plugin"), { enabled: false });
+    const doctor = checkDevicePlugin(await fetchDevicePluginView(daemonUrl(stack), 5000));
+    assert.equal(doctor.status, "skip");
+    assert.match(doctor.found, /^off: /);
     assert.equal(stack.daemon.kubelet, undefined);
     assert.deepEqual([...Deno.readDirSync(kdir)], [], "nothing made in its place");
   } finally {
@@ -145,6 +159,9 @@ Deno.test("device plugin: without an answer from pod-resources, ADD uses the ann
     );
     assert.equal(view.podResourcesKnown, false);
     assert.ok(view.podResourcesError, JSON.stringify(view));
+    const doctor = checkDevicePlugin(await fetchDevicePluginView(daemonUrl(stack), 5000));
+    assert.equal(doctor.status, "warn", JSON.stringify(doctor));
+    assert.match(doctor.details?.[0] ?? "", /^pod-resources: /);
   } finally {
     await stack.close();
     await kubelet.close();
