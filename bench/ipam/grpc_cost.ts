@@ -20,7 +20,10 @@ const ms = performance.now() - t0;
 gc();
 console.log(JSON.stringify({ ms, mib: (Deno.memoryUsage().rss - rss0) / 2 ** 20 }));
 `;
-const file = await Deno.makeTempFile({ suffix: ".ts", dir: new URL(".", import.meta.url).pathname });
+const file = await Deno.makeTempFile({
+  suffix: ".ts",
+  dir: new URL(".", import.meta.url).pathname,
+});
 try {
   await Deno.writeTextFile(file, probe);
   const rows: { ms: number; mib: number }[] = [];
@@ -34,7 +37,9 @@ try {
   }
   const med = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   console.log(
-    `load ms: ${rows.map((r) => r.ms.toFixed(1)).join(" ")} (median ${med(rows.map((r) => r.ms)).toFixed(1)})`,
+    `load ms: ${rows.map((r) => r.ms.toFixed(1)).join(" ")} (median ${
+      med(rows.map((r) => r.ms)).toFixed(1)
+    })`,
   );
   console.log(
     `RSS added MiB: ${rows.map((r) => r.mib.toFixed(1)).join(" ")} (median ${
