@@ -173,6 +173,11 @@ Deno.test({
     await expectCount("vpcni.io/a", before.length, "after the kubelet restarted");
     const after = await devicesOf("vpcni.io/a");
     assert.ok(after.includes(paDevice.deviceIds[0]), "pa's device is still advertised");
+    // pod-resources answers the restarted kubelet's pods at once: a new pod of b gets b.
+    await kubelet.addStaticPod("pb3", { "vpcni.io/b": 1 });
+    assert.ok(await eventually(async () => !!(await podListed("pb3")), 30_000), "pb3 admitted");
+    const pb3 = allocation(await stack.call({ ...addReq("pb3"), podName: "pb3-vpcni-node" }));
+    assert.equal(pb3.pool, "b", "not the default pool: the restarted kubelet was asked");
     const view = await stack.introspect<{ registrations: number; registered: boolean }>(
       "/v1/device-plugin",
     );
