@@ -81,7 +81,10 @@ export function startKubeletLink(pools: PoolManager, o: KubeletLinkOptions): Kub
           });
         }
         listError = error;
-        listedAt = Date.now(); // retried after LIST_EVERY_MS, not every tick
+        // Asked again after LIST_EVERY_MS or the next change, not on every tick.
+        listedAt = Date.now();
+        lastSignature = signature;
+        lastCounts = counts;
       }
     }
     for (const c of caps) {
