@@ -12,6 +12,7 @@ import { parseSelector, SelectorSyntaxError, type TagSelector } from "./selector
 import { DEFAULT_IPAM_SOCKET } from "../cni/ipam_protocol.ts";
 import { KNOBS } from "./knobs.ts";
 import { parseIpv4Cidr } from "../netlink/ipv4.ts";
+import { DEFAULT_DEVICE_PLUGIN_DIR, DEFAULT_POD_RESOURCES_SOCKET } from "./kubelet/defaults.ts";
 
 const selectorText = z.string().superRefine((text, ctx) => {
   try {
@@ -151,6 +152,10 @@ export const configSchema = z.object({
     if (problem) ctx.addIssue({ code: "custom", message: problem });
   }).default(100),
   defaultPool: z.string().optional(),
+  // Pool capacity advertised to the kubelet (ipam/kubelet/): see KNOBS.
+  devicePlugin: z.enum(["auto", "on", "off"]).default("auto"),
+  devicePluginDir: z.string().startsWith("/").default(DEFAULT_DEVICE_PLUGIN_DIR),
+  podResourcesSocket: z.string().startsWith("/").default(DEFAULT_POD_RESOURCES_SOCKET),
   pools: z.array(poolSchema).min(1).default([{
     name: "default",
     subnets: "node",
@@ -242,6 +247,9 @@ export interface ConfigOverrides {
   ec2Endpoint?: string;
   imdsEndpoint?: string;
   logLevel?: string;
+  devicePlugin?: string;
+  devicePluginDir?: string;
+  podResourcesSocket?: string;
 }
 
 const ENV_KEYS: [keyof ConfigOverrides, string][] = [
@@ -254,6 +262,9 @@ const ENV_KEYS: [keyof ConfigOverrides, string][] = [
   ["ec2Endpoint", "VPCNI_EC2_ENDPOINT"],
   ["imdsEndpoint", "AWS_EC2_METADATA_SERVICE_ENDPOINT"],
   ["logLevel", "VPCNI_LOG_LEVEL"],
+  ["devicePlugin", "VPCNI_DEVICE_PLUGIN"],
+  ["devicePluginDir", "VPCNI_DEVICE_PLUGIN_DIR"],
+  ["podResourcesSocket", "VPCNI_POD_RESOURCES_SOCKET"],
 ];
 
 /**

@@ -40,6 +40,7 @@ import { collectGarbage } from "./memory.ts";
 import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
 import { EgressKeeper } from "./egress/keeper.ts";
+import { type KubeletLink, startKubeletLinkIfEnabled } from "./kubelet/enable.ts";
 
 export { LOCK_FILE };
 
@@ -48,6 +49,8 @@ export interface RunningDaemon {
   pools: PoolManager;
   metrics: DaemonMetrics;
   report: ReconcileReport;
+  /** The device plugin and pod-resources link, when `devicePlugin` turned it on. */
+  kubelet?: KubeletLink;
   /** Where introspection listens (useful when `listen` asked for port 0). */
   introspectionAddr: Deno.NetAddr;
   /** Resolves when the daemon has stopped. */
@@ -267,9 +270,14 @@ async function startLocked(
   });
   egress.sync(); // SNAT and connection marks before the first pod is served
 
+  const kubelet = await startKubeletLinkIfEnabled(pools, cfg);
+  if (kubelet) pools.poolsOfPod = (ns, name) => kubelet.poolsOfPod(ns, name);
+
   let ready = false;
   const api = await serveUnixApi(cfg.socketPath, pools);
-  const introspection = serveIntrospection(cfg.listen, cfg, pools, () => ready);
+  const introspection = serveIntrospection(cfg.listen, cfg, pools, () => ready, {
+    devicePlugin: () => kubelet?.view(),
+  });
 
   let stopping = false;
   let resolveFinished!: () => void;
@@ -338,12 +346,18 @@ async function startLocked(
     pools,
     metrics,
     report,
+    kubelet,
     introspectionAddr: introspection.addr,
     finished,
     async stop() {
       if (stopping) return finished;
       stopping = true;
-      await Promise.allSettled([api.shutdown(), introspection.shutdown(), loop]);
+      await Promise.allSettled([
+        api.shutdown(),
+        introspection.shutdown(),
+        loop,
+        kubelet?.stop(),
+      ]);
       await writer.save().catch(() => {});
       await Deno.remove(cfg.socketPath).catch(() => {});
       claim.release();

@@ -42,6 +42,17 @@ const SPAWNS = Math.min(320, CASES);
 /** A case answering later than this hung (the daemon timeout in the cases is 3 s). */
 const CASE_BOUND_MS = 10_000;
 
+/**
+ * The reference loopback plugin, run as the delegated IPAM plugin by the "ipam.type loopback"
+ * cases, sets `lo` up on ADD and down on the DEL that vpcni's refusal sends it: its own doing
+ * in the pod's netns, not vpcni's. Puts `lo` back up before the netns is compared.
+ */
+function restoreLoopback(c: FuzzCase, netns: string): void {
+  if (!c.mutations.includes("ipam.type loopback")) return;
+  new Deno.Command("nsenter", { args: [`--net=${netns}`, "ip", "link", "set", "lo", "up"] })
+    .outputSync();
+}
+
 /** A daemon stand-in in a worker (see the module comment). */
 function workerDaemon() {
   const w = new Worker(new URL("./fuzz_daemon.ts", import.meta.url).href, { type: "module" });
@@ -258,15 +269,7 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
       }
       checkMs += performance.now() - t0 - ms;
       ran++;
-      if (c.mutations.includes("ipam.type loopback")) {
-        // The reference loopback plugin, run as the delegated IPAM plugin, sets `lo` up on
-        // ADD and down on the DEL that vpcni's refusal sends it: its own doing in the pod's
-        // netns, not vpcni's. Put `lo` back before comparing.
-        new Deno.Command("nsenter", {
-          args: [`--net=${other.path}`, "ip", "link", "set", "lo", "up"],
-        })
-          .outputSync();
-      }
+      restoreLoopback(c, other.path);
       if (
         (c.env.CNI_NETNS === other.path || ran % 100 === 0) &&
         netlinkState(other.path) !== otherBefore
@@ -295,6 +298,7 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
           const r = await runBounded(installedNode, c.env, c.stdin, CASE_BOUND_MS);
           assert.ok(!r.killed, replay(c, r.stdout, "the process hung"));
           checkAnswer(c, r.code, r.stdout, r.stderr);
+          restoreLoopback(c, other.path);
         }),
       );
       if (netlinkState() !== nodeBefore || netlinkState(live.path) !== liveBefore) {
