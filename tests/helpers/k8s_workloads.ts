@@ -85,6 +85,8 @@ export function webDeployment(o: {
         spec: {
           terminationGracePeriodSeconds: 1,
           enableServiceLinks: false,
+          // The lane has no cluster DNS; the pods never resolve a name.
+          dnsPolicy: "Default",
           containers: [container],
         },
       },
