@@ -5,8 +5,12 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { run } from "../helpers/sh.ts";
+import { run, sh } from "../helpers/sh.ts";
 import { wrapDetail } from "../../cli/install.ts";
+import { buildImage, imageRuntime, otherRelease, withoutHostDeno } from "../helpers/image_tree.ts";
+import { type RuntimeNode, startRuntimeNode } from "../helpers/runtime_node.ts";
+import { PEERS_BIN } from "../helpers/peers.ts";
+import { containerdNewestCni, parseContainerdVersion } from "../../cli/runtime_cni.ts";
 
 const repo = new URL("../..", import.meta.url).pathname;
 const main = `${repo}main.ts`;
@@ -45,6 +49,11 @@ Deno.test("install writes an executable plugin and the conflist, then reports un
       "--chain",
       "portmap,bandwidth",
     ];
+    // The chained plugins are there, as on a node that carries the reference plugins.
+    await Deno.mkdir(bin, { recursive: true });
+    for (const p of ["portmap", "bandwidth"]) {
+      await Deno.copyFile(`${PEERS_BIN}/${p}`, `${bin}/${p}`);
+    }
     const first = await vpcni(args);
     assert.equal(first.code, 0, first.stderr);
     assert.match(first.stdout, /binary .*\/vpcni: installed\s+\(launcher script/);
@@ -95,7 +104,7 @@ Deno.test("install writes an executable plugin and the conflist, then reports un
     assert.match(third.stdout, /conflist .*: written/);
     assert.notEqual(Deno.statSync(conf).ino, inode);
     assert.deepEqual(listDir(`${root}/etc/cni/net.d`), ["10-vpcni.conflist"]);
-    assert.deepEqual(listDir(bin), ["vpcni"]);
+    assert.deepEqual(listDir(bin), ["bandwidth", "portmap", "vpcni"]);
     assert.equal(JSON.parse(await Deno.readTextFile(conf)).plugins[0].datapath, "veth");
   });
 });
@@ -227,4 +236,234 @@ Deno.test("install's long details wrap at 80 columns, and only a path longer tha
     `         ${huge}`,
     "         now)",
   ]);
+});
+
+/** One CNI call of the installed plugin as kubelet makes it, with this machine's Deno hidden. */
+async function bareCni(
+  node: RuntimeNode,
+  env: Record<string, string>,
+  conf: Record<string, unknown>,
+) {
+  return await withoutHostDeno(["nsenter", `--net=${node.nodePath}`, `${node.binDir}/vpcni`], {
+    env: Object.entries({ CNI_PATH: node.binDir, ...env }).map(([k, v]) => `${k}=${v}`),
+    stdin: JSON.stringify(conf),
+  });
+}
+
+Deno.test({
+  name: "install from the image: the plugin runs VERSION, ADD and DEL on a host without Deno; " +
+    "a new version replaces it while concurrent VERSION calls all succeed; old trees go",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    assert.equal(Deno.uid(), 0, "needs root (network namespaces, mounts)");
+    const tag = `vis${Deno.pid % 100000}`;
+    const dir = await Deno.makeTempDir({ prefix: `${tag}-` });
+    let node: RuntimeNode | undefined;
+    const podNetns = `${tag}-p1`;
+    try {
+      const image = await buildImage(dir);
+      const v1 = (await imageRuntime(image.root)).info.id;
+      const v2 = await otherRelease(image.root, `${dir}/root2`, "0.1.1");
+      const v3 = await otherRelease(image.root, `${dir}/root3`, "0.1.2");
+      // The node (simulator, fabric, daemon) with the plugin installed from source; then the
+      // image's install replaces the plugin, run straight from the image's file tree.
+      node = await startRuntimeNode(tag);
+      const installFrom = (root: string) =>
+        run([
+          `${root}/usr/local/bin/vpcni`,
+          "install",
+          "--bin-dir",
+          node!.binDir,
+          "--skip-conflist",
+        ], {
+          env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
+        });
+      const first = await installFrom(image.root);
+      assert.equal(first.code, 0, first.stderr);
+      assert.match(first.stdout, new RegExp(`runtime .*vpcni\\.d/${v1}: installed`));
+      assert.match(first.stdout, /binary .*\/vpcni: installed/);
+      assert.deepEqual(listDir(`${node.binDir}/vpcni.d`), [v1]);
+      const again = await installFrom(image.root);
+      assert.match(again.stdout, /runtime .*: unchanged/);
+      assert.match(again.stdout, /binary .*: unchanged/);
+
+      const conflist = await node.conflist();
+      const conf = { ...conflist.plugins[0], name: conflist.name, cniVersion: conflist.cniVersion };
+      const version = await bareCni(node, { CNI_COMMAND: "VERSION" }, conf);
+      assert.equal(version.code, 0, version.stderr);
+      assert.ok(JSON.parse(version.stdout).supportedVersions.includes("1.0.0"));
+
+      await sh(["ip", "netns", "add", podNetns]);
+      const pod = {
+        CNI_CONTAINERID: `${tag}pod1`,
+        CNI_NETNS: `/run/netns/${podNetns}`,
+        CNI_IFNAME: "eth0",
+        CNI_ARGS: "IgnoreUnknown=1;K8S_POD_NAMESPACE=ship;K8S_POD_NAME=p1",
+      };
+      const add = await bareCni(node, { CNI_COMMAND: "ADD", ...pod }, conf);
+      assert.equal(add.code, 0, `ADD: ${add.stdout}${add.stderr}`);
+      const ip = String(JSON.parse(add.stdout).ips[0].address).split("/")[0];
+      assert.ok(node.whereIs(ip), `ADD returned ${ip}, which no ENI of the VPC holds`);
+      const del = await bareCni(node, { CNI_COMMAND: "DEL", ...pod }, conf);
+      assert.equal(del.code, 0, `DEL: ${del.stdout}${del.stderr}`);
+
+      // Upgrade under load: VERSION calls back to back from 4 callers while v2 installs.
+      let installing = true;
+      const calls: { code: number; stdout: string; stderr: string }[] = [];
+      const caller = async () => {
+        let after = 0;
+        while (installing || after++ < 3) {
+          calls.push(
+            await run([
+              "env",
+              "-i",
+              "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+              "CNI_COMMAND=VERSION",
+              `${node!.binDir}/vpcni`,
+            ], {
+              stdin: '{"cniVersion":"1.0.0"}',
+            }),
+          );
+        }
+      };
+      const callers = [caller(), caller(), caller(), caller()];
+      const upgrade = await installFrom(`${dir}/root2`);
+      installing = false;
+      await Promise.all(callers);
+      assert.equal(upgrade.code, 0, upgrade.stderr);
+      assert.match(upgrade.stdout, new RegExp(`runtime .*vpcni\\.d/${v2}: installed`));
+      const failed = calls.filter((c) =>
+        c.code !== 0 || !c.stdout.includes('"cniVersion":"1.0.0"')
+      );
+      console.log(`${calls.length} VERSION calls during the upgrade, ${failed.length} failed`);
+      assert.ok(calls.length >= 12, `only ${calls.length} calls`);
+      assert.deepEqual(failed, [], "a call failed while the launcher was switched");
+      const v = await run([`${node.binDir}/vpcni`, "version", "--json"], { env: {} });
+      assert.equal(JSON.parse(v.stdout).version, "0.1.1");
+      // The replaced tree stays one install long, for calls that started on it.
+      assert.deepEqual(listDir(`${node.binDir}/vpcni.d`), [v1, v2].sort());
+
+      const third = await installFrom(`${dir}/root3`);
+      assert.match(third.stdout, new RegExp(`runtime .*vpcni\\.d/${v1}: removed`));
+      assert.deepEqual(listDir(`${node.binDir}/vpcni.d`), [v2, v3].sort());
+      assert.deepEqual(listDir(node.binDir), ["vpcni", "vpcni.d"]);
+    } finally {
+      await run(["ip", "netns", "del", podNetns]);
+      await node?.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test("install refuses a chain whose plugins are not in the bin dir, naming each and where to get it", async () => {
+  await withDirs(async ({ root, bin, conf }) => {
+    await Deno.mkdir(bin, { recursive: true });
+    const args = ["install", "--bin-dir", bin, "--conflist-file", conf, "--skip-binary"];
+    const refused = await vpcni([...args, "--chain", "portmap,bandwidth"]);
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, /--chain: "portmap", "bandwidth" are not in \S+\/opt\/cni\/bin/);
+    assert.match(refused.stderr, /fail every pod ADD/);
+    assert.match(refused.stderr, /github\.com\/containernetworking\/plugins\/releases/);
+    assert.match(refused.stderr, /--allow-missing-plugins/);
+    assert.deepEqual(listDir(`${root}/etc/cni/net.d`), [], "nothing written");
+
+    // Allowed: written, with a warning naming what is still missing (tuning is there).
+    await Deno.copyFile(`${PEERS_BIN}/tuning`, `${bin}/tuning`);
+    const allowed = await vpcni([
+      ...args,
+      "--chain",
+      "portmap,tuning,bandwidth",
+      "--allow-missing-plugins",
+    ]);
+    assert.equal(allowed.code, 0, allowed.stderr);
+    assert.match(allowed.stderr, /warning: --chain: "portmap", "bandwidth" are not in /);
+    assert.doesNotMatch(allowed.stderr, /"tuning"/);
+    assert.deepEqual(
+      JSON.parse(await Deno.readTextFile(conf)).plugins.map((p: { type: string }) => p.type),
+      ["vpcni", "portmap", "tuning", "bandwidth"],
+    );
+
+    // A conflist file is checked the same way, delegated IPAM included.
+    await Deno.writeTextFile(
+      `${root}/ptp.json`,
+      JSON.stringify({
+        cniVersion: "1.0.0",
+        name: "x",
+        plugins: [{ type: "ptp", ipam: { type: "vpcni", daemonSocket: "/run/vpcni/ipam.sock" } }],
+      }),
+    );
+    const file = await vpcni([...args, "--conflist", `${root}/ptp.json`]);
+    assert.equal(file.code, 2, file.stderr);
+    assert.match(file.stderr, /--conflist \S+ptp\.json: "ptp" is not in /);
+  });
+});
+
+Deno.test("install picks the cniVersion containerd takes, and warns when one is forced past it", async () => {
+  await withDirs(async ({ root, bin, conf }) => {
+    const containerd = "/usr/bin/containerd";
+    const version = (await run([containerd, "--version"])).stdout;
+    assert.match(
+      version,
+      /^containerd \S+ 1\.6\./,
+      "Debian's containerd 1.6 (bash tools/dev setup)",
+    );
+    const args = ["install", "--bin-dir", bin, "--conflist-file", conf, "--skip-binary"];
+
+    const auto = await vpcni([...args, "--containerd", containerd, "--json"]);
+    assert.equal(auto.code, 0, auto.stderr);
+    const report = JSON.parse(auto.stdout);
+    assert.equal(report.cniVersion.version, "1.0.0");
+    assert.match(
+      report.cniVersion.why,
+      /containerd 1\.6\.\d+ \(\/usr\/bin\/containerd\) takes up to 1\.0\.0/,
+    );
+    assert.deepEqual(report.warnings, []);
+    assert.equal(JSON.parse(await Deno.readTextFile(conf)).cniVersion, "1.0.0");
+
+    const forced = await vpcni([...args, "--containerd", containerd, "--cni-version", "1.1.0"]);
+    assert.equal(forced.code, 0, forced.stderr);
+    assert.match(
+      forced.stderr,
+      /warning: --cni-version: cniVersion 1\.1\.0 is newer than containerd 1\.6\.\d+ .* 'unsupported CNI result version "1\.1\.0"'\. Use --cni-version 1\.0\.0/,
+    );
+    assert.equal(JSON.parse(await Deno.readTextFile(conf)).cniVersion, "1.1.0");
+
+    // containerd 2 cannot be installed here; a stand-in prints what its --version prints.
+    await Deno.writeTextFile(
+      `${root}/containerd2`,
+      "#!/bin/sh\necho containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7\n",
+    );
+    await Deno.chmod(`${root}/containerd2`, 0o755);
+    const two = await vpcni([...args, "--containerd", `${root}/containerd2`, "--json"]);
+    assert.equal(JSON.parse(two.stdout).cniVersion.version, "1.1.0");
+
+    const missing = await vpcni([...args, "--containerd", `${root}/nope`]);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /--containerd: cannot run \S+\/nope/);
+  });
+});
+
+Deno.test("containerd --version lines parse to the version, and each maps to the CNI version it takes", () => {
+  assert.equal(
+    parseContainerdVersion(
+      "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3",
+    ),
+    "1.6.20",
+  );
+  assert.equal(
+    parseContainerdVersion(
+      "containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da",
+    ),
+    "1.7.27",
+  );
+  assert.equal(
+    parseContainerdVersion("containerd github.com/containerd/containerd/v2 v2.0.5 fb4c30d"),
+    "2.0.5",
+  );
+  assert.equal(parseContainerdVersion("crio version 1.30.0"), undefined);
+  assert.equal(containerdNewestCni("1.5.18"), "0.4.0");
+  assert.equal(containerdNewestCni("1.6.20"), "1.0.0");
+  assert.equal(containerdNewestCni("1.7.27"), "1.0.0");
+  assert.equal(containerdNewestCni("2.0.0"), "1.1.0");
 });
