@@ -11,6 +11,7 @@ import { parse as parseYaml } from "yaml";
 import { parseSelector, SelectorSyntaxError, type TagSelector } from "./selector.ts";
 import { DEFAULT_IPAM_SOCKET } from "../cni/ipam_protocol.ts";
 import { KNOBS } from "./knobs.ts";
+import { DEFAULT_DEVICE_PLUGIN_DIR, DEFAULT_POD_RESOURCES_SOCKET } from "./kubelet/defaults.ts";
 
 const selectorText = z.string().superRefine((text, ctx) => {
   try {
@@ -91,6 +92,10 @@ export const configSchema = z.object({
   ec2ResyncSeconds: z.number().positive().default(600),
   routeTableBase: z.int().min(1).max(0x7fffffff - 64).default(100),
   defaultPool: z.string().optional(),
+  // Pool capacity advertised to the kubelet (ipam/kubelet/): see KNOBS.
+  devicePlugin: z.enum(["auto", "on", "off"]).default("auto"),
+  devicePluginDir: z.string().startsWith("/").default(DEFAULT_DEVICE_PLUGIN_DIR),
+  podResourcesSocket: z.string().startsWith("/").default(DEFAULT_POD_RESOURCES_SOCKET),
   pools: z.array(poolSchema).min(1).default([{
     name: "default",
     subnets: "node",
@@ -170,6 +175,7 @@ export interface ConfigOverrides {
   ec2Endpoint?: string;
   imdsEndpoint?: string;
   logLevel?: string;
+  devicePlugin?: string;
 }
 
 const ENV_KEYS: [keyof ConfigOverrides, string][] = [
@@ -182,6 +188,7 @@ const ENV_KEYS: [keyof ConfigOverrides, string][] = [
   ["ec2Endpoint", "VPCNI_EC2_ENDPOINT"],
   ["imdsEndpoint", "AWS_EC2_METADATA_SERVICE_ENDPOINT"],
   ["logLevel", "VPCNI_LOG_LEVEL"],
+  ["devicePlugin", "VPCNI_DEVICE_PLUGIN"],
 ];
 
 /**

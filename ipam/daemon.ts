@@ -25,6 +25,7 @@ import { nodeSubnetFromImds, SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cac
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
 import { collectGarbage } from "./memory.ts";
+import { type KubeletLink, startKubeletLinkIfEnabled } from "./kubelet/enable.ts";
 
 /** The lock file that keeps two daemons off one state dir. */
 export const LOCK_FILE = "ipam.lock";
@@ -34,6 +35,8 @@ export interface RunningDaemon {
   pools: PoolManager;
   metrics: DaemonMetrics;
   report: ReconcileReport;
+  /** The device plugin and pod-resources link, when `devicePlugin` turned it on. */
+  kubelet?: KubeletLink;
   /** Where introspection listens (useful when `listen` asked for port 0). */
   introspectionAddr: Deno.NetAddr;
   /** Resolves when the daemon has stopped. */
@@ -223,9 +226,14 @@ async function startLocked(
   });
   await writer.save(); // the reconciled state is the new truth
 
+  const kubelet = await startKubeletLinkIfEnabled(pools, cfg);
+  if (kubelet) pools.poolsOfPod = (ns, name) => kubelet.poolsOfPod(ns, name);
+
   let ready = false;
   const api = await serveUnixApi(cfg.socketPath, pools);
-  const introspection = serveIntrospection(cfg.listen, cfg, pools, () => ready);
+  const introspection = serveIntrospection(cfg.listen, cfg, pools, () => ready, {
+    devicePlugin: () => kubelet?.view(),
+  });
 
   let stopping = false;
   let resolveFinished!: () => void;
@@ -292,12 +300,18 @@ async function startLocked(
     pools,
     metrics,
     report,
+    kubelet,
     introspectionAddr: introspection.addr,
     finished,
     async stop() {
       if (stopping) return finished;
       stopping = true;
-      await Promise.allSettled([api.shutdown(), introspection.shutdown(), loop]);
+      await Promise.allSettled([
+        api.shutdown(),
+        introspection.shutdown(),
+        loop,
+        kubelet?.stop(),
+      ]);
       await writer.save().catch(() => {});
       await Deno.remove(cfg.socketPath).catch(() => {});
       lock.close();

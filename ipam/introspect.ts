@@ -1,6 +1,7 @@
 /**
  * Introspection and metrics on loopback: GET /v1/pools, /v1/enis, /v1/allocations,
- * /v1/cooldowns, /v1/routed-unknown, /v1/config, /healthz, /readyz and Prometheus /metrics.
+ * /v1/cooldowns, /v1/routed-unknown, /v1/config, /v1/device-plugin, /healthz, /readyz and
+ * Prometheus /metrics.
  *
  * @module
  */
@@ -55,12 +56,19 @@ export function refreshMetrics(pools: PoolManager): void {
   m.memory.set({ kind: "heap_total" }, mem.heapTotal);
 }
 
+/** Views of optional parts of the daemon; undefined while a part is off. */
+export interface IntrospectionExtras {
+  /** The device plugin: registration and each pool's advertised capacity. */
+  devicePlugin?: () => unknown;
+}
+
 /** Serves introspection on `listen` (loopback, checked by the config schema). */
 export function serveIntrospection(
   listen: string,
   cfg: DaemonConfig,
   pools: PoolManager,
   ready: () => boolean,
+  extras: IntrospectionExtras = {},
 ): Deno.HttpServer<Deno.NetAddr> {
   const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(listen)!;
   return Deno.serve({ hostname: m[1], port: Number(m[2]), onListen: () => {} }, async (req) => {
@@ -90,6 +98,10 @@ export function serveIntrospection(
         return Response.json([...pools.ctx.state.cooldowns.values()].filter((c) => c.until > now));
       case "/v1/config":
         return Response.json(cfg);
+      case "/v1/device-plugin": {
+        const view = extras.devicePlugin?.();
+        return Response.json(view === undefined ? { enabled: false } : { enabled: true, ...view });
+      }
       case "/metrics": {
         refreshMetrics(pools);
         return new Response(await pools.ctx.metrics.registry.metrics(), {

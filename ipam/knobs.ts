@@ -7,6 +7,7 @@
  * @module
  */
 import { DEFAULT_IPAM_SOCKET } from "../cni/ipam_protocol.ts";
+import { DEFAULT_DEVICE_PLUGIN_DIR, DEFAULT_POD_RESOURCES_SOCKET } from "./kubelet/defaults.ts";
 
 /** One documented knob. */
 export interface KnobDoc {
@@ -125,6 +126,24 @@ export const KNOBS: KnobDoc[] = [
     doc: "route table of ENI with device index d is routeTableBase + d",
   },
   { knob: "defaultPool", def: "(first pool)", doc: "pool used by pods without annotation" },
+  {
+    knob: "devicePlugin",
+    def: "auto",
+    env: "VPCNI_DEVICE_PLUGIN",
+    doc:
+      "auto | on | off: advertise each pool's capacity to the kubelet as `vpcni.io/<pool>` (auto: when devicePluginDir exists)",
+  },
+  {
+    knob: "devicePluginDir",
+    def: DEFAULT_DEVICE_PLUGIN_DIR,
+    doc:
+      "the kubelet's device-plugin directory (its kubelet.sock and the daemon's vpcni-<pool>.sock)",
+  },
+  {
+    knob: "podResourcesSocket",
+    def: DEFAULT_POD_RESOURCES_SOCKET,
+    doc: "the kubelet's pod-resources socket: which vpcni.io/<pool> a pod holds",
+  },
   { knob: "pools[].name", def: "default", doc: "DNS label; annotation vpcni.io/pool names it" },
   {
     knob: "pools[].subnets",

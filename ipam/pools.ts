@@ -86,9 +86,21 @@ export class PoolManager {
     };
   }
 
-  /** Picks the pool for an ADD from its annotations; an error response when it cannot. */
-  resolvePool(annotations: Record<string, string> | undefined): PoolRuntime | IpamResponse {
-    return choosePool(annotations, this.pools, this.ctx);
+  /**
+   * Which `vpcni.io/<pool>` devices a pod holds, when the daemon talks to the kubelet
+   * (ipam/kubelet/); undefined (or an undefined answer) leaves the choice to annotations.
+   */
+  poolsOfPod?: (namespace: string, name: string) => Promise<string[] | undefined>;
+
+  /**
+   * Picks the pool for an ADD from the pod's devices (`resourcePools`) and annotations; an
+   * error response when it cannot.
+   */
+  resolvePool(
+    annotations: Record<string, string> | undefined,
+    resourcePools?: string[],
+  ): PoolRuntime | IpamResponse {
+    return choosePool(annotations, this.pools, this.ctx, resourcePools);
   }
 
   /** ADD: the same answer for the same attachment; never the same address twice. */
@@ -110,7 +122,10 @@ export class PoolManager {
     if (req.annotations?.[ANNOTATION_SUBNET_SELECTOR] !== undefined) {
       await this.ctx.ensureSubnetsDescribed?.();
     }
-    const rt = this.resolvePool(req.annotations);
+    const resourcePools = this.poolsOfPod && req.podNamespace && req.podName
+      ? await this.poolsOfPod(req.podNamespace, req.podName)
+      : undefined;
+    const rt = this.resolvePool(req.annotations, resourcePools);
     if (!("cfg" in rt)) return rt;
     const pool = rt.cfg.name;
     const start = performance.now();
