@@ -228,10 +228,14 @@ export class LaneCluster {
     const problems: string[] = [];
     await this.node.stop("kubelet").catch(() => {});
     await this.node.close().catch((e) => problems.push(`node: ${(e as Error).message}`));
-    for (let round = 0; round < 20; round++) {
-      const containers = await pidsInCgroupRoot(this.cgroupRoot);
-      if (containers.length === 0) break;
-      for (const pid of containers) {
+    // Containers live in mount namespaces of their own: find them by their cgroups.
+    for (let round = 0; round < 40; round++) {
+      const alive = [
+        ...await pidsInCgroupRoot(this.cgroupRoot),
+        ...await this.node.pidsInside().catch(() => []),
+      ];
+      if (alive.length === 0) break;
+      for (const pid of alive) {
         try {
           Deno.kill(pid, "SIGKILL");
         } catch { /* gone */ }

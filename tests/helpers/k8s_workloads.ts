@@ -94,6 +94,26 @@ export function webDeployment(o: {
   };
 }
 
+/** A bare Pod with the template of {@linkcode webDeployment} (labelled `app: <group>`). */
+export function webPod(o: {
+  name: string;
+  group: string;
+  image: string;
+  pool?: string;
+  resources?: Record<string, string>;
+}): Record<string, unknown> {
+  const d = webDeployment({ ...o, name: o.group, replicas: 1 }) as {
+    spec: { template: { metadata: Record<string, unknown>; spec: Record<string, unknown> } };
+  };
+  const t = d.spec.template;
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { ...t.metadata, name: o.name, namespace: "default" },
+    spec: t.spec,
+  };
+}
+
 /** A ClusterIP Service in front of a Deployment from {@linkcode webDeployment}. */
 export function webService(name: string): Record<string, unknown> {
   return {

@@ -21,6 +21,7 @@ import {
   EXAMPLE_DAEMONSET,
   httpGetScript,
   webDeployment,
+  webPod,
   webService,
 } from "../helpers/k8s_workloads.ts";
 import { buildVpcniImage } from "../helpers/k8s_image.ts";
@@ -81,10 +82,19 @@ async function readyPods(
   } catch (e) {
     const states = last.map((p) => `${p.metadata.name}: ${p.status.phase} ${p.status.podIP ?? ""}`);
     const events = await c.kubectl(["get", "events", "-A", "--sort-by=.lastTimestamp"]);
+    const daemon = await c.kubectl([
+      "-n",
+      "kube-system",
+      "logs",
+      "-l",
+      "app.kubernetes.io/name=vpcni",
+      "--all-containers",
+      "--tail=20",
+    ]);
     throw new Error(
       `${(e as Error).message}\n${states.join("\n")}\nevents:\n${
         events.stdout.split("\n").slice(-25).join("\n")
-      }`,
+      }\nvpcni logs:\n${daemon.stdout}${daemon.stderr}`,
     );
   }
   return last;
@@ -146,6 +156,18 @@ Deno.test({
       datapath: kernelHasIpvlan(TAG) ? undefined : "veth",
     });
     assert.match(example, new RegExp(`image: ${imageName.replaceAll(".", "\\.")}`));
+    // The simulator has no instance profile to hand out: keys in the optional Secret the
+    // example's daemon reads (its header says so).
+    await c.kubectlOk([
+      "-n",
+      "kube-system",
+      "create",
+      "secret",
+      "generic",
+      "vpcni-aws-credentials",
+      "--from-literal=AWS_ACCESS_KEY_ID=lane",
+      "--from-literal=AWS_SECRET_ACCESS_KEY=lane",
+    ]);
     await c.kubectlOk(["apply", "-f", "-"], example);
     const daemon = await readyPods(c, "app.kubernetes.io/name=vpcni", 1, 180_000, "kube-system");
     assert.equal(daemon[0].spec.nodeName, NODE_NAME);
@@ -191,6 +213,10 @@ Deno.test({
         assert.equal(home?.instanceId, LANE_INSTANCE, `EC2 says ${ip} is on the node's ENI`);
       }
     }
+    // What the scale-to-0 test expects gone is there now: a host-side link per pod, and
+    // routes naming each pod's address.
+    assert.equal((await podLinks(c)).length, 10, "one host-side link per pod");
+    for (const ip of ips) assert.notDeepEqual(await nodeObjectsFor(c, ip), [], `routes to ${ip}`);
     // Pod to pod, across pools.
     const from = pub[0].metadata.name;
     for (const target of [int[0], pub[1]]) {
@@ -201,13 +227,15 @@ Deno.test({
     // Through the Service's ClusterIP, which only kube-proxy's rules on the node resolve.
     const svc = await c.getJson<{ spec: { clusterIP: string } }>(["service", "web-internal"]);
     const served = new Set<string>();
-    for (let i = 0; i < 6; i++) {
+    for (let i = 0; i < 10; i++) {
       const r = await execIn(c, from, httpGetScript(svc.spec.clusterIP, 80));
       assert.equal(r.code, 0, `${from} → ${svc.spec.clusterIP}:80: ${r.stderr}`);
       const name = int.map((p) => p.metadata.name).find((n) => r.stdout.includes(n));
       assert.ok(name, `the Service answered with a web-internal pod's name: ${r.stdout}`);
       served.add(name);
     }
+    // kube-proxy spreads connections over the endpoints (all ten on one: p ≈ 5·10⁻⁷).
+    assert.ok(served.size > 1, `the Service reached more than one pod: ${[...served]}`);
     const ruleset = await c.node.run(["nft", "list", "table", "ip", "kube-proxy"]);
     assert.match(ruleset.stdout, new RegExp(svc.spec.clusterIP.replaceAll(".", "\\.")));
   },
@@ -289,6 +317,63 @@ Deno.test({
     assert.deepEqual(await podLinks(c), [], "no host-side pod link left");
     const sandboxes = await c.node.run(["ls", "/run/netns"]);
     assert.equal(sandboxes.stdout.trim(), "", "no pod netns left");
+  },
+});
+
+Deno.test({
+  name: "the scheduler respects the public pool's capacity: of N+1 pods requesting " +
+    "vpcni.io/public, N run and one stays Pending with Insufficient vpcni.io/public until " +
+    "one goes",
+  ...opts,
+  async fn() {
+    const c = need();
+    let n = 0;
+    await c.waitFor("the node to advertise vpcni.io/public", 60_000, async () => {
+      const node = await c.getJson<{ status: { allocatable: Record<string, string> } }>(
+        ["node", NODE_NAME],
+      );
+      n = Number(node.status.allocatable["vpcni.io/public"] ?? 0);
+      return n > 0;
+    });
+    // A /28 has 11 addresses EC2 hands out; the pool's ENI takes one as its primary.
+    assert.ok(n >= 2 && n <= 10, `capacity ${n} fits the public /28`);
+    console.log(`k8s lane: vpcni.io/public advertised as ${n}`);
+    const names = Array.from({ length: n + 1 }, (_, i) => `capped-${i}`);
+    await apply(
+      c,
+      names.map((name) =>
+        webPod({
+          name,
+          group: "capped",
+          image: BUSYBOX_IMAGE,
+          resources: { "vpcni.io/public": "1" },
+        })
+      ),
+    );
+    let pending: PodJson | undefined;
+    let running: PodJson[] = [];
+    await c.waitFor(`${n} capped pods Ready and one Pending`, 180_000, async () => {
+      const all = await pods(c, "app=capped");
+      running = all.filter(isReady);
+      const waiting = all.filter((p) => p.status.phase === "Pending" && !p.spec.nodeName);
+      pending = waiting[0];
+      return running.length === n && waiting.length === 1;
+    });
+    const why = pending!.status.conditions?.find((x) => x.type === "PodScheduled");
+    assert.equal(why?.status, "False");
+    assert.match(why?.message ?? "", /Insufficient vpcni\.io\/public/);
+    for (const p of running) {
+      assert.ok(
+        inCidr(p.status.podIP!, PUBLIC_SUBNET),
+        `${p.metadata.name} (no annotation, requests vpcni.io/public) got ${p.status.podIP}`,
+      );
+    }
+    await c.kubectlOk(["delete", "pod", running[0].metadata.name, "--wait=true"]);
+    await c.waitFor(`${pending!.metadata.name} to run`, 180_000, async () => {
+      const p = await c.getJson<PodJson>(["pod", pending!.metadata.name]);
+      return isReady(p) && inCidr(p.status.podIP ?? "", PUBLIC_SUBNET);
+    });
+    await c.kubectlOk(["delete", "pod", "-l", "app=capped", "--wait=true"]);
   },
 });
 
