@@ -195,6 +195,18 @@ Deno.test("the DaemonSet runs on linux/amd64 nodes only, with memory sized from 
   for (const c of [...spec.initContainers, ...spec.containers]) {
     assert.equal(c.image, docs[2].spec.template.spec.containers[0].image, "one image for both");
   }
+  // Off EC2, AWS keys come from a Secret that need not exist on EC2.
+  assert.deepEqual(spec.containers[0].envFrom, [
+    { secretRef: { name: "vpcni-aws-credentials", optional: true } },
+  ]);
+  // The kubelet's sockets for pool capacity (device plugins) and each pod's pool.
+  const hostPaths = Object.fromEntries(
+    spec.volumes.filter((v: { hostPath?: unknown }) => v.hostPath).map((
+      v: { name: string; hostPath: { path: string } },
+    ) => [v.name, v.hostPath.path]),
+  );
+  assert.equal(hostPaths["device-plugins"], "/var/lib/kubelet/device-plugins");
+  assert.equal(hostPaths["pod-resources"], "/var/lib/kubelet/pod-resources");
 });
 
 Deno.test("the sed in the DaemonSet's header points the daemon at other endpoints, and nothing else changes", async () => {
