@@ -130,14 +130,15 @@ export class NodeNamespace {
       stdout: "piped",
       stderr: "piped",
     }).spawn();
-    const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
-    const w = writable.getWriter();
-    const copy = async (s: ReadableStream<Uint8Array>) => {
-      for await (const chunk of s) await w.write(chunk);
+    // Both streams append to one file; each chunk is written as it arrives.
+    const copy = async (stream: ReadableStream<Uint8Array>) => {
+      for await (const chunk of stream) await file.write(chunk);
     };
-    Promise.all([copy(proc.stdout), copy(proc.stderr)]).finally(() => w.close().catch(() => {}))
-      .catch(() => {});
-    readable.pipeTo(file.writable).catch(() => {});
+    Promise.all([copy(proc.stdout), copy(proc.stderr)]).catch(() => {}).finally(() => {
+      try {
+        file.close();
+      } catch { /* closed */ }
+    });
     const p = { name, proc, log };
     this.#procs.push(p);
     return p;
