@@ -37,6 +37,7 @@ export async function startEtcd(node: NodeNamespace, bins: LaneBinaries): Promis
     "--listen-peer-urls=http://127.0.0.1:2380",
     "--initial-advertise-peer-urls=http://127.0.0.1:2380",
     "--initial-cluster=lane=http://127.0.0.1:2380",
+    "--logger=zap",
     "--log-level=warn",
   ]);
 }
