@@ -223,13 +223,13 @@ export async function install(f: InstallFlags): Promise<InstallReport> {
       await writeAtomic(binPath, source.bytes, 0o755);
       actions.push({ what: "binary", path: binPath, result: "installed", detail });
     }
-    if (source.runtime && !f.dryRun) {
+    if (!f.dryRun) {
+      // Trees left from runtime installs: keep the one now named and the one just replaced.
       const previous = old ? readStamp(old)?.runtimeDir.replace(/^.*\//, "") : undefined;
-      const removed = await removeOldTrees(
-        binPath.slice(0, -"/vpcni".length),
-        source.runtime.info.id,
+      const removed = await removeOldTrees(binPath.slice(0, -"/vpcni".length), [
+        source.runtime?.info.id,
         previous,
-      );
+      ]);
       actions.push(...removed.map((r) => ({ what: "runtime" as const, ...r })));
     }
   } else {

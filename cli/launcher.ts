@@ -23,9 +23,12 @@ export const RUNTIME_PERMISSIONS: readonly string[] = [
   "--allow-write",
   "--allow-env",
   "--allow-run",
-  "--allow-sys=osRelease",
+  "--allow-sys=osRelease,uid,homedir",
   "--no-prompt",
 ];
+
+/** V8 flags of every build: less memory for the daemon (tools/compile.ts says why). */
+export const RUNTIME_V8_FLAGS = "--v8-flags=--lite-mode,--expose-gc";
 
 /**
  * The `deno run` flags the runtime tree's launcher passes: the permissions, no config
@@ -36,7 +39,7 @@ export const RUNTIME_FLAGS: readonly string[] = [
   ...RUNTIME_PERMISSIONS,
   "--quiet",
   "--no-config",
-  "--v8-flags=--lite-mode,--expose-gc",
+  RUNTIME_V8_FLAGS,
 ];
 
 /** Permissions the from-source launcher script grants, the same as the compiled build. */
@@ -67,8 +70,9 @@ export class BundleError extends Error {
 }
 
 /**
- * The file to install as `vpcni`: the compiled executable itself, or, when running from
- * source, a launcher script (kubelet runs plugins from another directory and with a bare
+ * The file to install as `vpcni`: the compiled executable itself; run from the image's
+ * runtime tree, the launcher stamped for that tree (and the tree, to put beside it); or,
+ * when running from source, a launcher script (kubelet runs plugins from another directory and with a bare
  * environment, so the config file, the Deno cache and the bundle are named explicitly).
  */
 export async function pluginSource(): Promise<PluginSource> {

@@ -206,18 +206,17 @@ export async function installRuntimeTree(
 }
 
 /**
- * After the launcher switched to `current`: removes every other tree under
- * `<binDir>/vpcni.d` except `previous` (what the replaced launcher named), which a plugin
- * started just before the switch may still be loading; the next install of another version
- * removes it. Leftover temp dirs of interrupted installs go too.
+ * After the launcher switched: removes every tree under `<binDir>/vpcni.d` but those in
+ * `keep` (the tree the launcher now names, and the one the replaced launcher named, which a
+ * plugin started just before the switch may still be loading; the next install of another
+ * version removes it). Leftover temp dirs of interrupted installs go too.
  */
 export async function removeOldTrees(
   binDir: string,
-  current: string,
-  previous: string | undefined,
+  keep: readonly (string | undefined)[],
 ): Promise<RuntimeAction[]> {
   const parent = `${binDir}/${RUNTIME_PARENT}`;
-  const keep = new Set([current, previous].filter((x): x is string => x !== undefined));
+  const kept = new Set(keep.filter((x): x is string => x !== undefined));
   const removed: RuntimeAction[] = [];
   let entries: Deno.DirEntry[];
   try {
@@ -226,9 +225,8 @@ export async function removeOldTrees(
     return removed;
   }
   for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
-    if (keep.has(e.name)) continue;
+    if (kept.has(e.name)) continue;
     const leftover = e.name.startsWith(".");
-    if (leftover && e.name.endsWith(`-${Deno.pid}`)) continue;
     await Deno.remove(`${parent}/${e.name}`, { recursive: true });
     removed.push({
       path: `${parent}/${e.name}`,
@@ -236,6 +234,7 @@ export async function removeOldTrees(
       detail: leftover ? "left by an interrupted install" : "an older version",
     });
   }
+  if (kept.size === 0) await Deno.remove(parent).catch(() => {});
   return removed;
 }
 

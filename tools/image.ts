@@ -81,6 +81,8 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   const work = await Deno.makeTempDir({ prefix: "vpcni-image-" });
+  // The archive is written beside its place and renamed there whole.
+  const tmp = `${output}.tmp-${Deno.pid}`;
   try {
     const root = `${work}/rootfs`;
     let libs: string[];
@@ -108,7 +110,6 @@ export async function main(args: string[]): Promise<number> {
     }
     step(`libraries: ${libs.join(" ")}`);
     await Deno.mkdir(output.replace(/\/[^/]*$/, ""), { recursive: true });
-    const tmp = `${output}.tmp-${Deno.pid}`;
     const img = await writeOciArchive(tmp, {
       rootfs: root,
       name,
@@ -142,6 +143,7 @@ export async function main(args: string[]): Promise<number> {
     throw e;
   } finally {
     await Deno.remove(work, { recursive: true }).catch(() => {});
+    await Deno.remove(tmp).catch(() => {}); // left only by a failed build
   }
 }
 

@@ -11,9 +11,12 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { sharedLibraries } from "../../tools/image/pieces.ts";
+import { startCtrContainerd } from "../helpers/ctr_containerd.ts";
 import { run, sh } from "../helpers/sh.ts";
 import {
   buildImage,
+  type BuiltImage,
   imageManifest,
   imageRuntime,
   runImageTool,
@@ -22,64 +25,30 @@ import {
 } from "../helpers/image_tree.ts";
 
 const TAG = `vim${Deno.pid % 100000}`;
-/** A private containerd 1.6 without the CRI (only `ctr` talks to it). */
-async function startContainerd(
-  dir: string,
-): Promise<
-  { ctrRun: (name: string, a: string[]) => Promise<string>; stop: () => Promise<void> }
-> {
-  await Deno.writeTextFile(
-    `${dir}/config.toml`,
-    `version = 2
-root = "${dir}/root"
-state = "${dir}/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-[grpc]
-  address = "${dir}/containerd.sock"
-[ttrpc]
-  address = "${dir}/containerd.sock.ttrpc"
-[metrics]
-  address = ""
-`,
-  );
-  const log = await Deno.open(`${dir}/containerd.log`, { create: true, write: true });
-  const proc = new Deno.Command("containerd", {
-    args: ["--config", `${dir}/config.toml`],
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  proc.stderr.pipeTo(log.writable).catch(() => {});
-  const ctr = async (args: string[]) =>
-    await sh(["ctr", "--address", `${dir}/containerd.sock`, "--namespace", "k8s.io", ...args]);
-  /** `ctr run --rm` with the container's cgroup under /<TAG>, removed by `stop`. */
-  const ctrRun = async (name: string, args: string[]) =>
-    await ctr(["run", "--rm", "--cgroup", `/${TAG}/${name}`, ...args]);
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const r = await run(["ctr", "--address", `${dir}/containerd.sock`, "version"]);
-    if (r.code === 0) break;
-    if (Date.now() > deadline) {
-      proc.kill("SIGKILL");
-      throw new Error(
-        `containerd did not answer: ${await Deno.readTextFile(`${dir}/containerd.log`)}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 200));
+const repo = new URL("../..", import.meta.url).pathname;
+const main = `${repo}main.ts`;
+const scenario = `${repo}examples/scenarios/one-node.yaml`;
+
+/** The image all tests here look at, built once (and removed when the module unloads). */
+let shared: Promise<BuiltImage> | undefined;
+function sharedImage(): Promise<BuiltImage> {
+  if (!shared) {
+    const dir = Deno.makeTempDirSync({ prefix: `${TAG}-shared-` });
+    globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
+    shared = buildImage(dir);
   }
-  const stop = async () => {
-    proc.kill("SIGTERM");
-    await proc.status;
-    const mounts = (await Deno.readTextFile("/proc/self/mounts")).split("\n")
-      .map((l) => l.split(" ")[1]).filter((m) => m?.startsWith(dir)).reverse();
-    for (const m of mounts) await run(["umount", "-l", m]);
-    for (const h of Deno.readDirSync("/sys/fs/cgroup")) {
-      await Deno.remove(`/sys/fs/cgroup/${h.name}/${TAG}`).catch(() => {}); // only when empty
-    }
-  };
-  return { ctrRun, stop };
+  return shared;
 }
 
+/** The first line a process prints. */
+async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
+  let text = "";
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    text += chunk;
+    if (text.includes("\n")) break;
+  }
+  return text.split("\n")[0];
+}
 Deno.test({
   name: "deno task image: two builds give the same bytes; the layer holds the launcher, the " +
     "runtime tree and exactly deno's libraries, owned 0:0 at time 0, no shell",
@@ -88,7 +57,7 @@ Deno.test({
     const dir = await Deno.makeTempDir({ prefix: `${TAG}-` });
     try {
       const t0 = performance.now();
-      const a = await buildImage(dir);
+      const a = await sharedImage();
       const secs = (performance.now() - t0) / 1000;
       const b = await runImageTool(["--output", `${dir}/again.tar`]);
       assert.equal(b.code, 0, b.stderr);
@@ -139,7 +108,7 @@ Deno.test({
         assert.ok(files.some((f) => f.endsWith(`/${lib}`)), `${lib} is missing`);
       }
       // The launcher needs no library at all; the plugin bundle carries no npm package.
-      assert.match(await sh(["file", `${a.root}/usr/local/bin/vpcni`]), /statically linked/);
+      assert.deepEqual(await sharedLibraries(`${a.root}/usr/local/bin/vpcni`), []);
       const plugin = await Deno.readTextFile(`${a.root}/${tree}/vpcni-plugin.js`);
       assert.doesNotMatch(plugin, /@aws-sdk|commander|zod|npm:/);
     } finally {
@@ -149,19 +118,19 @@ Deno.test({
 });
 
 Deno.test({
-  name: "containerd 1.6 imports the image with ctr, runs `vpcni version`, and its install " +
-    "puts a plugin on the host that runs with no Deno there",
+  name: "containerd 1.6 imports the image with ctr and runs it: `version`; `install` puts a " +
+    "plugin on the host that runs with no Deno there; `doctor` reaches EC2 and IMDS",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
     assert.equal(Deno.uid(), 0, "needs root (containerd, mounts)");
     const dir = await Deno.makeTempDir({ prefix: `${TAG}-` });
-    let containerd: Awaited<ReturnType<typeof startContainerd>> | undefined;
+    let containerd: Awaited<ReturnType<typeof startCtrContainerd>> | undefined;
     try {
-      const image = await buildImage(dir);
+      const image = await sharedImage();
       await Deno.mkdir(`${dir}/ctrd`);
-      containerd = await startContainerd(`${dir}/ctrd`);
-      const { ctrRun } = containerd;
+      containerd = await startCtrContainerd(`${dir}/ctrd`, TAG);
+      const { ctrRun, ctrRunRaw } = containerd;
       const imported = await sh([
         "ctr",
         "--address",
@@ -196,6 +165,9 @@ Deno.test({
           `type=bind,src=${host}/opt/cni/bin,dst=/host/opt/cni/bin,options=rbind:rw`,
           "--mount",
           `type=bind,src=${host}/etc/cni/net.d,dst=/host/etc/cni/net.d,options=rbind:rw`,
+          // The host's containerd, where install looks for it (a hostPath of /usr/bin).
+          "--mount",
+          "type=bind,src=/usr/bin/containerd,dst=/host/usr/bin/containerd,options=rbind:ro",
           "docker.io/vpcni/vpcni:0.1.0",
           name,
           "/usr/local/bin/vpcni",
@@ -206,6 +178,11 @@ Deno.test({
       const first = await install(`${TAG}-i1`);
       assert.match(first, /runtime +\/host\/opt\/cni\/bin\/vpcni\.d\/0\.1\.0-\w+: installed/);
       assert.match(first, /binary +\/host\/opt\/cni\/bin\/vpcni: installed/);
+      // Debian's containerd 1.6, asked from inside the image, gets the cniVersion it takes.
+      assert.match(
+        first.replace(/\s+/g, " "),
+        /cniVersion 1\.0\.0: containerd 1\.6\.\d+ \(\/host\/usr\/bin\/containerd\) takes up to 1\.0\.0/,
+      );
 
       const cni = await withoutHostDeno([`${host}/opt/cni/bin/vpcni`], {
         env: ["CNI_COMMAND=VERSION"],
@@ -221,6 +198,42 @@ Deno.test({
       assert.match(second, /runtime .*: unchanged/);
       assert.match(second, /binary .*: unchanged/);
       assert.match(second, /conflist .*: unchanged/);
+
+      // The daemon's side of the image: the bundled AWS SDK reaches EC2 and IMDS (the
+      // simulator on loopback; host network) with nothing but credentials in the environment.
+      const sim = new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", "--quiet", main, "sim", "--scenario", scenario, "--json"],
+        stdout: "piped",
+        stderr: "null",
+      }).spawn();
+      try {
+        const line = await firstLine(sim.stdout);
+        const ends = JSON.parse(line) as { ec2Endpoint: string; imds: Record<string, string> };
+        const doctor = await ctrRunRaw("d", [
+          "--net-host",
+          "--env",
+          "AWS_ACCESS_KEY_ID=demo",
+          "--env",
+          "AWS_SECRET_ACCESS_KEY=demo",
+          "docker.io/vpcni/vpcni:0.1.0",
+          `${TAG}-d`,
+          "/usr/local/bin/vpcni",
+          "doctor",
+          "--ec2-endpoint",
+          ends.ec2Endpoint,
+          "--imds-endpoint",
+          Object.values(ends.imds)[0],
+          "--json",
+        ]);
+        const checks = JSON.parse(doctor.stdout).checks as { id: string; status: string }[];
+        const status = Object.fromEntries(checks.map((c) => [c.id, c.status]));
+        assert.equal(status["imds"], "ok", doctor.stdout);
+        assert.equal(status["ec2-permissions"], "ok", doctor.stdout);
+        assert.equal(status["subnets"], "ok", doctor.stdout);
+      } finally {
+        sim.kill("SIGTERM");
+        await sim.status;
+      }
     } finally {
       await containerd?.stop();
       await Deno.remove(dir, { recursive: true });
@@ -262,4 +275,50 @@ Deno.test("deno task image refuses a name that is not a full image name", async 
     r.stderr,
     /--name: "vpcni" must be a full name like docker\.io\/vpcni\/vpcni:0\.1\.0/,
   );
+});
+
+Deno.test({
+  name: "an OCI tool pushes the archive to a registry, which then serves the same manifest digest",
+  sanitizeResources: false,
+  async fn() {
+    const image = await sharedImage();
+    const dir = await Deno.makeTempDir({ prefix: `${TAG}-registry-` });
+    const port = 20000 + (Deno.pid % 20000);
+    await Deno.writeTextFile(
+      `${dir}/config.yml`,
+      `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/data\n` +
+        `http:\n  addr: 127.0.0.1:${port}\n`,
+    );
+    // The CNCF distribution registry (Debian's docker-registry), on loopback.
+    const registry = new Deno.Command("docker-registry", {
+      args: ["serve", `${dir}/config.yml`],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    try {
+      const ref = `docker://127.0.0.1:${port}/vpcni/vpcni:0.1.0`;
+      let push = { code: -1, stdout: "", stderr: "" };
+      for (let i = 0; i < 20 && push.code !== 0; i++) {
+        if (i > 0) await new Promise((r) => setTimeout(r, 250)); // until it listens
+        push = await run([
+          "skopeo",
+          "copy",
+          "--dest-tls-verify=false",
+          `oci-archive:${image.archive}`,
+          ref,
+        ]);
+      }
+      assert.equal(push.code, 0, push.stderr);
+      const served = JSON.parse(await sh(["skopeo", "inspect", "--tls-verify=false", ref]));
+      const index = JSON.parse(
+        new TextDecoder().decode(await tarMember(image.archive, "./index.json")),
+      );
+      assert.equal(served.Digest, index.manifests[0].digest);
+      assert.equal(served.Labels["org.opencontainers.image.version"], "0.1.0");
+    } finally {
+      registry.kill("SIGTERM");
+      await registry.status;
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });

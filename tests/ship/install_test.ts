@@ -1,14 +1,13 @@
 /**
  * `vpcni install` as an operator runs it: the real CLI in a subprocess, into temp dirs
- * standing for /opt/cni/bin and /etc/cni/net.d.
+ * standing for /opt/cni/bin and /etc/cni/net.d. Installing from the image's file tree is in
+ * install_image_test.ts.
  *
  * @module
  */
 import assert from "node:assert/strict";
-import { run, sh } from "../helpers/sh.ts";
+import { run } from "../helpers/sh.ts";
 import { wrapDetail } from "../../cli/install.ts";
-import { buildImage, imageRuntime, otherRelease, withoutHostDeno } from "../helpers/image_tree.ts";
-import { type RuntimeNode, startRuntimeNode } from "../helpers/runtime_node.ts";
 import { PEERS_BIN } from "../helpers/peers.ts";
 import { containerdNewestCni, parseContainerdVersion } from "../../cli/runtime_cni.ts";
 
@@ -236,124 +235,6 @@ Deno.test("install's long details wrap at 80 columns, and only a path longer tha
     `         ${huge}`,
     "         now)",
   ]);
-});
-
-/** One CNI call of the installed plugin as kubelet makes it, with this machine's Deno hidden. */
-async function bareCni(
-  node: RuntimeNode,
-  env: Record<string, string>,
-  conf: Record<string, unknown>,
-) {
-  return await withoutHostDeno(["nsenter", `--net=${node.nodePath}`, `${node.binDir}/vpcni`], {
-    env: Object.entries({ CNI_PATH: node.binDir, ...env }).map(([k, v]) => `${k}=${v}`),
-    stdin: JSON.stringify(conf),
-  });
-}
-
-Deno.test({
-  name: "install from the image: the plugin runs VERSION, ADD and DEL on a host without Deno; " +
-    "a new version replaces it while concurrent VERSION calls all succeed; old trees go",
-  sanitizeOps: false,
-  sanitizeResources: false,
-  async fn() {
-    assert.equal(Deno.uid(), 0, "needs root (network namespaces, mounts)");
-    const tag = `vis${Deno.pid % 100000}`;
-    const dir = await Deno.makeTempDir({ prefix: `${tag}-` });
-    let node: RuntimeNode | undefined;
-    const podNetns = `${tag}-p1`;
-    try {
-      const image = await buildImage(dir);
-      const v1 = (await imageRuntime(image.root)).info.id;
-      const v2 = await otherRelease(image.root, `${dir}/root2`, "0.1.1");
-      const v3 = await otherRelease(image.root, `${dir}/root3`, "0.1.2");
-      // The node (simulator, fabric, daemon) with the plugin installed from source; then the
-      // image's install replaces the plugin, run straight from the image's file tree.
-      node = await startRuntimeNode(tag);
-      const installFrom = (root: string) =>
-        run([
-          `${root}/usr/local/bin/vpcni`,
-          "install",
-          "--bin-dir",
-          node!.binDir,
-          "--skip-conflist",
-        ], {
-          env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
-        });
-      const first = await installFrom(image.root);
-      assert.equal(first.code, 0, first.stderr);
-      assert.match(first.stdout, new RegExp(`runtime .*vpcni\\.d/${v1}: installed`));
-      assert.match(first.stdout, /binary .*\/vpcni: installed/);
-      assert.deepEqual(listDir(`${node.binDir}/vpcni.d`), [v1]);
-      const again = await installFrom(image.root);
-      assert.match(again.stdout, /runtime .*: unchanged/);
-      assert.match(again.stdout, /binary .*: unchanged/);
-
-      const conflist = await node.conflist();
-      const conf = { ...conflist.plugins[0], name: conflist.name, cniVersion: conflist.cniVersion };
-      const version = await bareCni(node, { CNI_COMMAND: "VERSION" }, conf);
-      assert.equal(version.code, 0, version.stderr);
-      assert.ok(JSON.parse(version.stdout).supportedVersions.includes("1.0.0"));
-
-      await sh(["ip", "netns", "add", podNetns]);
-      const pod = {
-        CNI_CONTAINERID: `${tag}pod1`,
-        CNI_NETNS: `/run/netns/${podNetns}`,
-        CNI_IFNAME: "eth0",
-        CNI_ARGS: "IgnoreUnknown=1;K8S_POD_NAMESPACE=ship;K8S_POD_NAME=p1",
-      };
-      const add = await bareCni(node, { CNI_COMMAND: "ADD", ...pod }, conf);
-      assert.equal(add.code, 0, `ADD: ${add.stdout}${add.stderr}`);
-      const ip = String(JSON.parse(add.stdout).ips[0].address).split("/")[0];
-      assert.ok(node.whereIs(ip), `ADD returned ${ip}, which no ENI of the VPC holds`);
-      const del = await bareCni(node, { CNI_COMMAND: "DEL", ...pod }, conf);
-      assert.equal(del.code, 0, `DEL: ${del.stdout}${del.stderr}`);
-
-      // Upgrade under load: VERSION calls back to back from 4 callers while v2 installs.
-      let installing = true;
-      const calls: { code: number; stdout: string; stderr: string }[] = [];
-      const caller = async () => {
-        let after = 0;
-        while (installing || after++ < 3) {
-          calls.push(
-            await run([
-              "env",
-              "-i",
-              "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-              "CNI_COMMAND=VERSION",
-              `${node!.binDir}/vpcni`,
-            ], {
-              stdin: '{"cniVersion":"1.0.0"}',
-            }),
-          );
-        }
-      };
-      const callers = [caller(), caller(), caller(), caller()];
-      const upgrade = await installFrom(`${dir}/root2`);
-      installing = false;
-      await Promise.all(callers);
-      assert.equal(upgrade.code, 0, upgrade.stderr);
-      assert.match(upgrade.stdout, new RegExp(`runtime .*vpcni\\.d/${v2}: installed`));
-      const failed = calls.filter((c) =>
-        c.code !== 0 || !c.stdout.includes('"cniVersion":"1.0.0"')
-      );
-      console.log(`${calls.length} VERSION calls during the upgrade, ${failed.length} failed`);
-      assert.ok(calls.length >= 12, `only ${calls.length} calls`);
-      assert.deepEqual(failed, [], "a call failed while the launcher was switched");
-      const v = await run([`${node.binDir}/vpcni`, "version", "--json"], { env: {} });
-      assert.equal(JSON.parse(v.stdout).version, "0.1.1");
-      // The replaced tree stays one install long, for calls that started on it.
-      assert.deepEqual(listDir(`${node.binDir}/vpcni.d`), [v1, v2].sort());
-
-      const third = await installFrom(`${dir}/root3`);
-      assert.match(third.stdout, new RegExp(`runtime .*vpcni\\.d/${v1}: removed`));
-      assert.deepEqual(listDir(`${node.binDir}/vpcni.d`), [v2, v3].sort());
-      assert.deepEqual(listDir(node.binDir), ["vpcni", "vpcni.d"]);
-    } finally {
-      await run(["ip", "netns", "del", podNetns]);
-      await node?.close();
-      await Deno.remove(dir, { recursive: true });
-    }
-  },
 });
 
 Deno.test("install refuses a chain whose plugins are not in the bin dir, naming each and where to get it", async () => {

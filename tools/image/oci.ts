@@ -31,6 +31,11 @@ export async function sha256Hex(bytes: Uint8Array): Promise<string> {
   return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** The OCI name of this machine's architecture: images hold this machine's binaries. */
+export function ociArchitecture(): string {
+  return Deno.build.arch === "aarch64" ? "arm64" : "amd64";
+}
+
 /** Runs a tool to completion; throws with its stderr when it fails. */
 async function tool(cmd: string, args: string[]): Promise<void> {
   const out = await new Deno.Command(cmd, { args, stdout: "null", stderr: "piped" }).output();
@@ -96,7 +101,7 @@ export async function writeOciArchive(path: string, spec: OciArchiveSpec): Promi
     const layerHex = await sha256Hex(layer);
 
     const config = new TextEncoder().encode(JSON.stringify({
-      architecture: "amd64",
+      architecture: ociArchitecture(),
       os: "linux",
       config: spec.config,
       rootfs: { type: "layers", diff_ids: [`sha256:${diffId}`] },
@@ -140,7 +145,7 @@ export async function writeOciArchive(path: string, spec: OciArchiveSpec): Promi
           mediaType: "application/vnd.oci.image.manifest.v1+json",
           digest: `sha256:${manifestHex}`,
           size: manifest.length,
-          platform: { architecture: "amd64", os: "linux" },
+          platform: { architecture: ociArchitecture(), os: "linux" },
           annotations: {
             "io.containerd.image.name": spec.name,
             "org.opencontainers.image.ref.name": tag,
