@@ -131,18 +131,18 @@ export const KNOBS: KnobDoc[] = [
     def: "auto",
     env: "VPCNI_DEVICE_PLUGIN",
     doc:
-      "auto | on | off: advertise each pool's capacity to the kubelet as `vpcni.io/<pool>` (auto: when devicePluginDir exists)",
+      "auto | on | off: advertise each pool's room to the kubelet as `vpcni.io/<pool>` (auto: when devicePluginDir exists)",
   },
   {
     knob: "devicePluginDir",
-    def: DEFAULT_DEVICE_PLUGIN_DIR,
+    def: "(kubelet's)",
     doc:
-      "the kubelet's device-plugin directory (its kubelet.sock and the daemon's vpcni-<pool>.sock)",
+      `the kubelet's device-plugin directory, ${DEFAULT_DEVICE_PLUGIN_DIR} (its kubelet.sock, our vpcni-<pool>.sock)`,
   },
   {
     knob: "podResourcesSocket",
-    def: DEFAULT_POD_RESOURCES_SOCKET,
-    doc: "the kubelet's pod-resources socket: which vpcni.io/<pool> a pod holds",
+    def: "(kubelet's)",
+    doc: `the kubelet's pod-resources socket, ${DEFAULT_POD_RESOURCES_SOCKET}`,
   },
   { knob: "pools[].name", def: "default", doc: "DNS label; annotation vpcni.io/pool names it" },
   {

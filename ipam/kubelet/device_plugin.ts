@@ -87,7 +87,13 @@ export class DevicePlugin {
     if (!ep) return;
     if (ep.ids.length === ids.length && ep.ids.every((id, i) => id === ids[i])) return;
     ep.ids = ids;
-    for (const s of ep.streams) s.write(devices(ids));
+    for (const s of ep.streams) {
+      try {
+        s.write(devices(ids));
+      } catch {
+        ep.streams.delete(s); // the kubelet went away mid-write; it gets the list on reconnect
+      }
+    }
   }
 
   /** What introspection shows. */

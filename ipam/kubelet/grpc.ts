@@ -68,7 +68,12 @@ export class UnixGrpcClient {
 
   /** Connects lazily to the unix socket `path`. */
   constructor(readonly path: string) {
-    this.#client = new grpc.Client(`unix://${path}`, grpc.credentials.createInsecure());
+    this.#client = new grpc.Client(`unix://${path}`, grpc.credentials.createInsecure(), {
+      // The kubelet's sockets vanish and come back when it restarts; the default backoff
+      // (up to 2 minutes) would keep a daemon's calls failing long after it is back.
+      "grpc.initial_reconnect_backoff_ms": 200,
+      "grpc.max_reconnect_backoff_ms": 1000,
+    });
   }
 
   /** A unary call that fails after `timeoutMs`. */

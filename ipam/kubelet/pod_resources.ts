@@ -77,10 +77,12 @@ export class PodResourcesClient {
           await this.#client.unary(POD_RESOURCES.Get, { namespace, name }, this.timeoutMs),
         );
       } catch (e) {
+        const code = grpcCode(e);
+        // Unreachable or too slow: asking again with List would only double the wait.
+        if (code === GrpcStatus.UNAVAILABLE || code === GrpcStatus.DEADLINE_EXCEEDED) throw e;
         // A kubelet without the Get call (feature gate off) says Unimplemented: use List.
-        if (grpcCode(e) === GrpcStatus.UNIMPLEMENTED) this.#getMissing = true;
-        // A pod the kubelet does not know is reported as an error without a distinct code;
-        // List tells it apart from an unreachable kubelet.
+        if (code === GrpcStatus.UNIMPLEMENTED) this.#getMissing = true;
+        // A pod the kubelet does not know is an error without a distinct code: List tells.
       }
     }
     const pods = await this.list();

@@ -45,6 +45,8 @@ export async function writeChildConfig(
       leakedEniGraceSeconds: 0,
       ec2ResyncSeconds: 1,
       logLevel: "info",
+      // A kubelet on the test machine must not see these daemons.
+      devicePlugin: "off",
       ...extra,
     }),
   );

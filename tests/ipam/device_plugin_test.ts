@@ -7,7 +7,16 @@
  */
 import assert from "node:assert/strict";
 import type { IpamResponse } from "../../cni/ipam_protocol.ts";
-import { addReq, delReq, eventually, standardScenario, startStack, SUBNETS } from "./harness.ts";
+import {
+  addReq,
+  delReq,
+  eventually,
+  type Stack,
+  standardScenario,
+  startStack,
+  SUBNETS,
+} from "./harness.ts";
+import { checkDevicePlugin, fetchDevicePluginView } from "../../doctor/checks_device_plugin.ts";
 import { type KubeletStandin, podWith, startKubeletStandin } from "./kubelet_standin.ts";
 
 // The instance: 3 ENIs of 4 addresses, so 3 pod addresses per ENI.
@@ -19,6 +28,8 @@ async function kubeletDir() {
   await Deno.mkdir(`${dir}/device-plugins`);
   return dir;
 }
+
+const daemonUrl = (stack: Stack) => `http://127.0.0.1:${stack.daemon.introspectionAddr.port}`;
 
 function ipOf(r: IpamResponse) {
   assert.ok(r.ok && "allocation" in r, JSON.stringify(r));
@@ -96,4 +107,111 @@ Deno.test("device plugin: one resource per pool, capacity that follows the ENI l
     await kubelet.close();
     await Deno.remove(kdir, { recursive: true });
   }
+});
+
+Deno.test("device plugin: auto stays off without the kubelet's directory", async () => {
+  const kdir = await Deno.makeTempDir({ prefix: "vpcni-kubelet-" });
+  const stack = await startStack(standardScenario(), {
+    devicePlugin: "auto",
+    devicePluginDir: `${kdir}/device-plugins`,
+  });
+  try {
+    assert.deepEqual(await stack.introspect("/v1/device-plugin"), { enabled: false });
+    const doctor = checkDevicePlugin(await fetchDevicePluginView(daemonUrl(stack), 5000));
+    assert.equal(doctor.status, "skip");
+    assert.match(doctor.found, /^off: /);
+    assert.equal(stack.daemon.kubelet, undefined);
+    assert.deepEqual([...Deno.readDirSync(kdir)], [], "nothing made in its place");
+  } finally {
+    await stack.close();
+    await Deno.remove(kdir, { recursive: true });
+  }
+});
+
+Deno.test("device plugin: without an answer from pod-resources, ADD uses the annotations", async () => {
+  const kdir = await kubeletDir();
+  // Registration is served, pod-resources is not: its socket path leads nowhere.
+  const kubelet = await startKubeletStandin(`${kdir}/device-plugins`, `${kdir}/elsewhere.sock`);
+  const stack = await startStack(standardScenario({ maxEnis: MAX_ENIS, ipv4PerEni: 4 }), {
+    devicePlugin: "on",
+    devicePluginDir: `${kdir}/device-plugins`,
+    podResourcesSocket: `${kdir}/pod-resources.sock`,
+    pools: [{ name: "a", warmEnis: 0 }, {
+      name: "b",
+      subnets: { ids: [SUBNETS.dmz] },
+      warmEnis: 0,
+    }],
+  });
+  try {
+    await expectDevices(
+      kubelet,
+      "vpcni.io/b",
+      2 * PER_ENI,
+      "registered while pod-resources is away",
+    );
+    const started = Date.now();
+    const annotated = ipOf(await stack.call(addReq("p0", { "vpcni.io/pool": "b" })));
+    assert.equal(annotated.pool, "b");
+    assert.equal(ipOf(await stack.call(addReq("p1"))).pool, "a", "default pool");
+    assert.ok(Date.now() - started < 15_000, "the kubelet's silence did not hold the ADDs up");
+    const view = await stack.introspect<{ podResourcesKnown: boolean; podResourcesError?: string }>(
+      "/v1/device-plugin",
+    );
+    assert.equal(view.podResourcesKnown, false);
+    assert.ok(view.podResourcesError, JSON.stringify(view));
+    const doctor = checkDevicePlugin(await fetchDevicePluginView(daemonUrl(stack), 5000));
+    assert.equal(doctor.status, "warn", JSON.stringify(doctor));
+    assert.match(doctor.details?.[0] ?? "", /^pod-resources: /);
+  } finally {
+    await stack.close();
+    await kubelet.close();
+    await Deno.remove(kdir, { recursive: true });
+  }
+});
+
+interface InfoModule {
+  specifier: string;
+  dependencies?: { code?: { specifier: string }; isDynamic?: boolean }[];
+}
+
+/** Modules a program loads from `root` (`deno info --json`), with or without dynamic imports. */
+async function moduleGraph(root: string, o: { dynamic: boolean }): Promise<string[]> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", new URL(`../../${root}`, import.meta.url).pathname],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  const info = JSON.parse(new TextDecoder().decode(out.stdout)) as {
+    roots: string[];
+    modules: InfoModule[];
+    redirects: Record<string, string>;
+  };
+  const bySpec = new Map(info.modules.map((m) => [m.specifier, m]));
+  const seen = new Set<string>();
+  const visit = (spec: string) => {
+    const s = info.redirects[spec] ?? spec;
+    if (seen.has(s)) return;
+    seen.add(s);
+    for (const d of bySpec.get(s)?.dependencies ?? []) {
+      if (d.code && (o.dynamic || !d.isDynamic)) visit(d.code.specifier);
+    }
+  };
+  info.roots.forEach(visit);
+  return [...seen];
+}
+
+const isGrpc = (spec: string) => /@grpc\/|\/ipam\/kubelet\/(grpc|link)\.ts$/.test(spec);
+
+Deno.test("device plugin: the CNI plugin never loads gRPC; the daemon only when it is on", async () => {
+  for (const root of ["cni/entry.ts", "main.ts"]) {
+    const graph = await moduleGraph(root, { dynamic: true });
+    assert.ok(graph.some((s) => s.endsWith("/cni/plugin.ts")), `${root}: the graph was read`);
+    assert.deepEqual(graph.filter(isGrpc), [], `${root} loads no gRPC module`);
+  }
+  const daemonAll = await moduleGraph("ipam/daemon.ts", { dynamic: true });
+  assert.ok(daemonAll.some((s) => s.includes("@grpc/grpc-js")), "the link does bring in gRPC");
+  const daemonStatic = await moduleGraph("ipam/daemon.ts", { dynamic: false });
+  assert.ok(daemonStatic.some((s) => s.endsWith("/ipam/kubelet/enable.ts")));
+  assert.deepEqual(daemonStatic.filter(isGrpc), [], "gRPC only through the dynamic import");
 });

@@ -1,0 +1,26 @@
+import assert from "node:assert/strict";
+import { ConfigError, resolveConfig } from "../config.ts";
+
+Deno.test("device-plugin knobs: defaults, environment, and a bad value named", () => {
+  const c = resolveConfig({}, {}, {});
+  assert.equal(c.devicePlugin, "auto");
+  assert.equal(c.devicePluginDir, "/var/lib/kubelet/device-plugins");
+  assert.equal(c.podResourcesSocket, "/var/lib/kubelet/pod-resources/kubelet.sock");
+  assert.equal(
+    resolveConfig({ devicePlugin: "on" }, { VPCNI_DEVICE_PLUGIN: "off" }, {}).devicePlugin,
+    "off",
+  );
+  assert.throws(
+    () => resolveConfig({}, { VPCNI_DEVICE_PLUGIN: "yes" }, {}),
+    (e: ConfigError) => {
+      assert.deepEqual(e.problems, [
+        'devicePlugin: must be one of auto, on, off; got "yes" (from VPCNI_DEVICE_PLUGIN)',
+      ]);
+      return true;
+    },
+  );
+  assert.throws(
+    () => resolveConfig({ devicePluginDir: "relative/dir" }, {}, {}),
+    /devicePluginDir: must be an absolute path/,
+  );
+});
