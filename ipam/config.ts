@@ -176,6 +176,8 @@ export interface ConfigOverrides {
   imdsEndpoint?: string;
   logLevel?: string;
   devicePlugin?: string;
+  devicePluginDir?: string;
+  podResourcesSocket?: string;
 }
 
 const ENV_KEYS: [keyof ConfigOverrides, string][] = [
@@ -189,6 +191,8 @@ const ENV_KEYS: [keyof ConfigOverrides, string][] = [
   ["imdsEndpoint", "AWS_EC2_METADATA_SERVICE_ENDPOINT"],
   ["logLevel", "VPCNI_LOG_LEVEL"],
   ["devicePlugin", "VPCNI_DEVICE_PLUGIN"],
+  ["devicePluginDir", "VPCNI_DEVICE_PLUGIN_DIR"],
+  ["podResourcesSocket", "VPCNI_POD_RESOURCES_SOCKET"],
 ];
 
 /**

@@ -136,12 +136,14 @@ export const KNOBS: KnobDoc[] = [
   {
     knob: "devicePluginDir",
     def: "(kubelet's)",
+    env: "VPCNI_DEVICE_PLUGIN_DIR",
     doc:
       `the kubelet's device-plugin directory, ${DEFAULT_DEVICE_PLUGIN_DIR} (its kubelet.sock, our vpcni-<pool>.sock)`,
   },
   {
     knob: "podResourcesSocket",
     def: "(kubelet's)",
+    env: "VPCNI_POD_RESOURCES_SOCKET",
     doc: `the kubelet's pod-resources socket, ${DEFAULT_POD_RESOURCES_SOCKET}`,
   },
   { knob: "pools[].name", def: "default", doc: "DNS label; annotation vpcni.io/pool names it" },

@@ -21,11 +21,22 @@ export interface KubeletLinkOptions {
   timeoutMs: number;
 }
 
+/** One ADD's question to pod-resources and its answer (pools held, or why none came). */
+export interface PodLookup {
+  at: string;
+  /** `namespace/name`. */
+  pod: string;
+  pools?: string[];
+  error?: string;
+}
+
 /** What introspection shows of the link. */
 export interface PoolCapacityView extends RegistrationView {
   /** Whether pod-resources has answered at least once. */
   podResourcesKnown: boolean;
   podResourcesError?: string;
+  /** The latest ADDs' lookups, oldest first: why a pod got the pool it got. */
+  recentLookups: PodLookup[];
   pools: ({ pool: string; resource: string } & Partial<PoolCapacity> & { devices?: number })[];
 }
 

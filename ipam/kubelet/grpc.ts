@@ -76,7 +76,7 @@ export class UnixGrpcClient {
     });
   }
 
-  /** A unary call that fails after `timeoutMs`. */
+  /** A unary call; fails when no answer came within `timeoutMs` (connecting included). */
   unary<Req, Res>(m: grpc.MethodDefinition<Req, Res>, req: Req, timeoutMs: number): Promise<Res> {
     return new Promise((resolve, reject) => {
       this.#client.makeUnaryRequest(
@@ -84,6 +84,9 @@ export class UnixGrpcClient {
         m.requestSerialize,
         m.responseDeserialize,
         req,
+        // Wait for the connection up to the deadline: a socket that is just coming back (the
+        // kubelet restarting) fails a call at once otherwise, during the reconnect backoff.
+        new grpc.Metadata({ waitForReady: true }),
         { deadline: Date.now() + timeoutMs },
         (e, res) => e ? reject(e) : resolve(res!),
       );

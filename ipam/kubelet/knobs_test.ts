@@ -19,6 +19,11 @@ Deno.test("device-plugin knobs: defaults, environment, and a bad value named", (
       return true;
     },
   );
+  const fromEnv = resolveConfig({}, {
+    VPCNI_DEVICE_PLUGIN_DIR: "/k/dp",
+    VPCNI_POD_RESOURCES_SOCKET: "/k/pr.sock",
+  }, {});
+  assert.deepEqual([fromEnv.devicePluginDir, fromEnv.podResourcesSocket], ["/k/dp", "/k/pr.sock"]);
   assert.throws(
     () => resolveConfig({ devicePluginDir: "relative/dir" }, {}, {}),
     /devicePluginDir: must be an absolute path/,

@@ -15,12 +15,14 @@ import {
   PodResourcesClient,
   resourceName,
 } from "./pod_resources.ts";
-import type { KubeletLink, KubeletLinkOptions, PoolCapacityView } from "./enable.ts";
+import type { KubeletLink, KubeletLinkOptions, PodLookup, PoolCapacityView } from "./enable.ts";
 import { log } from "../log.ts";
 
 const TICK_MS = 1_000;
 /** Pod-resources is asked again at least this often, to follow devices the kubelet hands out. */
 const LIST_EVERY_MS = 10_000;
+/** How many of the latest ADD lookups introspection shows. */
+const RECENT_LOOKUPS = 16;
 
 /** Starts the device plugin and the pod-resources client. */
 export function startKubeletLink(pools: PoolManager, o: KubeletLinkOptions): KubeletLink {
@@ -34,6 +36,11 @@ export function startKubeletLink(pools: PoolManager, o: KubeletLinkOptions): Kub
   let lastCounts = "";
   let listError: string | undefined;
   const capacities = new Map<string, PoolCapacity & { devices: number }>();
+  const lookups: PodLookup[] = [];
+  const remember = (l: Omit<PodLookup, "at">) => {
+    lookups.push({ at: new Date().toISOString(), ...l });
+    if (lookups.length > RECENT_LOOKUPS) lookups.shift();
+  };
   let stopped = false;
   let running: Promise<void> | undefined;
 
@@ -99,9 +106,14 @@ export function startKubeletLink(pools: PoolManager, o: KubeletLinkOptions): Kub
 
   return {
     async poolsOfPod(namespace, name) {
+      const pod = `${namespace}/${name}`;
       try {
-        return await podResources.podPools(namespace, name);
+        const found = await podResources.podPools(namespace, name);
+        remember({ pod, pools: found });
+        log.debug("pod {pod} holds devices of {pools}", { pod, pools: found.join(", ") || "none" });
+        return found;
       } catch (e) {
+        remember({ pod, error: (e as Error).message });
         log.warn(
           "kubelet pod-resources did not say which pool {namespace}/{name} holds ({error}); " +
             "using its annotations",
@@ -114,6 +126,7 @@ export function startKubeletLink(pools: PoolManager, o: KubeletLinkOptions): Kub
       return {
         ...plugin.view(),
         podResourcesKnown: heldKnown,
+        recentLookups: [...lookups],
         ...(listError ? { podResourcesError: listError } : {}),
         pools: names.map((pool) => ({
           pool,

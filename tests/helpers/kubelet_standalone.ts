@@ -51,14 +51,60 @@ export class StandaloneKubelet {
 
   private constructor(
     readonly dir: string,
-    readonly netns: TestNetns,
+    /** The node's netns; `name` is set when this helper made it (and deletes it). */
+    readonly netns: { path: string; name?: string },
+    readonly nodeIp: string,
     readonly containerd: Containerd,
+    /** Whether this helper started containerd (and stops it). */
+    readonly ownsContainerd: boolean,
     readonly bin: string,
   ) {
     this.devicePluginDir = `${dir}/var-lib/kubelet/device-plugins`;
     this.podResourcesSocket = `${dir}/root/pod-resources/kubelet.sock`;
     this.manifests = `${dir}/manifests`;
     this.log = `${dir}/kubelet.log`;
+  }
+
+  /** The directories the kubelet's files go to under `dir`. */
+  static async makeDirs(dir: string): Promise<void> {
+    for (
+      const d of [
+        "var-lib/kubelet/device-plugins",
+        "root",
+        "manifests",
+        "cni/bin",
+        "cni/conf",
+        "sysctl",
+      ]
+    ) {
+      await Deno.mkdir(`${dir}/${d}`, { recursive: true });
+    }
+  }
+
+  /**
+   * Starts a kubelet on a node that already runs: its netns (`nodeIp` is an address there)
+   * and containerd. Its files go under `dir` (which the caller removes).
+   */
+  static async startOn(o: {
+    dir: string;
+    netnsPath: string;
+    nodeIp: string;
+    containerd: Containerd;
+  }): Promise<StandaloneKubelet> {
+    const bin = kubeletBin();
+    if (!bin) throw new Error(`no kubelet ${KUBELET_VERSION} built: run 'bash tools/dev setup'`);
+    await StandaloneKubelet.makeDirs(o.dir);
+    const k = new StandaloneKubelet(
+      o.dir,
+      { path: o.netnsPath },
+      o.nodeIp,
+      o.containerd,
+      false,
+      bin,
+    );
+    await k.#writeFiles();
+    await k.startProcess();
+    return k;
   }
 
   /** Makes the netns, starts containerd there, then the kubelet; waits until it serves. */
@@ -80,25 +126,14 @@ export class StandaloneKubelet {
       await sh(["ip", "route", "add", "default", "via", "10.254.0.1", "dev", "node0"], {
         netns: netns.name,
       });
-      for (
-        const d of [
-          "var-lib/kubelet/device-plugins",
-          "root",
-          "manifests",
-          "cni/bin",
-          "cni/conf",
-          "sysctl",
-        ]
-      ) {
-        await Deno.mkdir(`${dir}/${d}`, { recursive: true });
-      }
+      await StandaloneKubelet.makeDirs(dir);
       containerd = await Containerd.start({
         nodePath: netns.path,
         cniBinDir: `${dir}/cni/bin`,
         cniConfDir: `${dir}/cni/conf`,
         tag,
       });
-      const k = new StandaloneKubelet(dir, netns, containerd, bin);
+      const k = new StandaloneKubelet(dir, netns, NODE_IP, containerd, true, bin);
       await k.#writeFiles();
       await k.startProcess();
       return k;
@@ -133,7 +168,7 @@ export class StandaloneKubelet {
         fileCheckFrequency: "1s",
         failSwapOn: false,
         readOnlyPort: 0,
-        address: NODE_IP,
+        address: this.nodeIp,
         healthzBindAddress: "127.0.0.1",
         localStorageCapacityIsolation: false,
         makeIPTablesUtilChains: false,
@@ -154,7 +189,7 @@ export class StandaloneKubelet {
       `${this.dir}/run.sh`,
       `set -e\n${mounts.join("\n")}\nexec nsenter --net=${this.netns.path} ${this.bin} ` +
         `--config=${this.dir}/config.yaml --root-dir=${this.dir}/root ` +
-        `--cert-dir=${this.dir}/pki --hostname-override=vpcni-node --node-ip=${NODE_IP} ` +
+        `--cert-dir=${this.dir}/pki --hostname-override=vpcni-node --node-ip=${this.nodeIp} ` +
         `--v=2 >>${this.log} 2>&1\n`,
     );
   }
@@ -228,19 +263,23 @@ export class StandaloneKubelet {
     return this.#pr().unary(POD_RESOURCES.List, {}, 3000);
   }
 
-  /** Writes a static pod (busybox, sleeping) that asks for `resources` (limits). */
+  /**
+   * Writes a static pod (busybox, sleeping) that asks for `resources` (limits). It shares
+   * the node's network unless `podNetwork` (then the runtime runs the CNI plugin for it).
+   * The kubelet names it `<name>-<node name>`.
+   */
   async addStaticPod(
     name: string,
     resources: Record<string, number>,
     annotations: Record<string, string> = {},
+    podNetwork = false,
   ) {
     const pod = {
       apiVersion: "v1",
       kind: "Pod",
       metadata: { name, namespace: "default", annotations },
       spec: {
-        // The host's network: these pods need no CNI (the tests call the daemon as it would).
-        hostNetwork: true,
+        hostNetwork: !podNetwork,
         containers: [{
           name: "app",
           image: this.containerd.image.name,
@@ -266,11 +305,15 @@ export class StandaloneKubelet {
     return t.split("\n").slice(-lines).join("\n");
   }
 
-  /** Stops everything and removes the files; returns problems found on the way. */
+  /**
+   * Stops the kubelet; when this helper made the node, also containerd, the netns and the
+   * files. Returns problems found on the way.
+   */
   async close(): Promise<string[]> {
     await this.stopProcess();
+    if (!this.ownsContainerd) return [];
     const problems = await this.containerd.close();
-    await deleteNetns(this.netns.name);
+    if (this.netns.name) await deleteNetns(this.netns.name);
     // The kubelet's mounts lived in its own mount namespace and went with it.
     await Deno.remove(this.dir, { recursive: true }).catch((e) => problems.push(String(e)));
     return problems;
