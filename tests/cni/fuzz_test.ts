@@ -32,7 +32,7 @@ import {
 import { type PluginIo, runPlugin } from "../../cni/plugin.ts";
 import { makeNode, NODE_ENI_MAC, type TestNode } from "./harness.ts";
 import { runBounded, STACK_TRACE, withInstalledPlugin } from "./refusal.ts";
-import { ENABLED_AWAITING, type FuzzCase, fuzzCase, type FuzzWorld } from "./fuzz_cases.ts";
+import { type FuzzCase, fuzzCase, type FuzzWorld } from "./fuzz_cases.ts";
 
 const SEED = Number(Deno.env.get("VPCNI_FUZZ_SEED") ?? Math.floor(Math.random() * 2 ** 31));
 const CASES = Number(Deno.env.get("VPCNI_FUZZ_CASES") ?? 10_000);
@@ -225,7 +225,6 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
     let pluginMs = 0;
     let checkMs = 0;
     let slowest = { ms: 0, index: -1 };
-    let skipped = 0;
     const byCode = new Map<number, number>();
     const spawnCases: FuzzCase[] = [];
     const started = performance.now();
@@ -234,14 +233,10 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
       stderr += new TextDecoder().decode(b);
       return b.length;
     };
-    // CASES checked cases (awaiting kinds do not count), or the one case to replay.
+    // CASES cases, or the one case to replay.
     const first = ONLY !== undefined ? Number(ONLY) : 0;
     for (let i = first; ONLY !== undefined ? i === first : ran < CASES; i++) {
       const c = fuzzCase(SEED, i, world);
-      if (c.awaiting.some((k) => !ENABLED_AWAITING.includes(k))) {
-        skipped++;
-        continue;
-      }
       let stdout = "";
       stderr = "";
       const io: PluginIo = {
@@ -313,9 +308,7 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
     console.log(
       `fuzz seed ${SEED}: ${ran} cases in-process in ${(inProcessMs / 1000).toFixed(1)} s, ` +
         `${spawnCases.length} as processes in ${(spawnMs / 1000).toFixed(1)} s, ` +
-        `${skipped} awaiting the attachment fixes; in the plugin ${
-          (pluginMs / 1000).toFixed(1)
-        } s ` +
+        `in the plugin ${(pluginMs / 1000).toFixed(1)} s ` +
         `(slowest case ${slowest.index}: ${slowest.ms.toFixed(0)} ms), checks ` +
         `${(checkMs / 1000).toFixed(1)} s; codes ${
           JSON.stringify(Object.fromEntries([...byCode].sort((a, b) => a[0] - b[0])))
