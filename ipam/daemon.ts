@@ -332,7 +332,12 @@ async function startLocked(
       if (stopping) return finished;
       stopping = true;
       await Promise.allSettled([api.shutdown(), introspection.shutdown(), loop]);
-      await writer.save().catch(() => {});
+      await writer.save().catch((e) =>
+        log.error("the final checkpoint could not be written: {error}", {
+          stateDir: cfg.stateDir,
+          error: String(e),
+        })
+      );
       await Deno.remove(cfg.socketPath).catch(() => {});
       claim.release();
       rawCloud.close?.();
