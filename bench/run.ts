@@ -1,5 +1,5 @@
 /**
- * `deno task bench [netlink] [cni] [sim] [ipam]`: runs the benchmarks, each side by side
+ * `deno task bench [netlink] [cni] [sim] [egress] [ipam]`: runs the benchmarks, each side by side
  * with its peer in one run, one after the other (never two at once: they would time each
  * other). With no names, runs them all. Each prints its own ratios; copy the figures into
  * bench/RESULTS.md with the command that produced them.
@@ -22,6 +22,11 @@ const BENCHES: Record<string, { file: string; args: string[]; what: string }> = 
     file: "bench/sim/ec2_throughput.ts",
     args: [],
     what: "EC2 requests/s served by the simulator, beside moto_server",
+  },
+  egress: {
+    file: "bench/egress/snat_bench.ts",
+    args: [],
+    what: "per-packet cost of the egress ruleset (SNAT, marks): ping flood with and without",
   },
   ipam: {
     file: "bench/ipam/ipam_bench.ts",

@@ -198,7 +198,13 @@ export class DelegatedAddressSource implements AddressSource {
   }
 
   async reserve(): Promise<Reservation> {
-    const raw = await execIpamPlugin(this.#type, "ADD", this.#stdin, this.#env.path);
+    const raw = await execIpamPlugin(
+      this.#type,
+      "ADD",
+      this.#stdin,
+      this.#env.path,
+      this.#env.vars,
+    );
     let parsed;
     try {
       parsed = parseResult(raw, "ipam result");
@@ -235,7 +241,7 @@ export class DelegatedAddressSource implements AddressSource {
   }
 
   async release(): Promise<void> {
-    await execIpamPlugin(this.#type, "DEL", this.#stdin, this.#env.path);
+    await execIpamPlugin(this.#type, "DEL", this.#stdin, this.#env.path, this.#env.vars);
   }
 
   lookup(): Promise<Reservation | undefined> {
@@ -244,19 +250,19 @@ export class DelegatedAddressSource implements AddressSource {
   }
 
   async verify(_expectedIp: string): Promise<PodAddress | undefined> {
-    await execIpamPlugin(this.#type, "CHECK", this.#stdin, this.#env.path);
+    await execIpamPlugin(this.#type, "CHECK", this.#stdin, this.#env.path, this.#env.vars);
     return undefined;
   }
 
   async gc(): Promise<GcOutcome> {
     // A standard IPAM plugin does not say what it releases; libcni DELs the attachments it
     // has cached before GC, which removes their host objects.
-    await execIpamPlugin(this.#type, "GC", this.#stdin, this.#env.path);
+    await execIpamPlugin(this.#type, "GC", this.#stdin, this.#env.path, this.#env.vars);
     return { released: [], failed: [] };
   }
 
   async status(): Promise<void> {
-    await execIpamPlugin(this.#type, "STATUS", this.#stdin, this.#env.path);
+    await execIpamPlugin(this.#type, "STATUS", this.#stdin, this.#env.path, this.#env.vars);
   }
 
   close(): void {}

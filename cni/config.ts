@@ -27,6 +27,7 @@ import {
 } from "./schema.ts";
 import { type CniResult, parseDns, parseResult, type ResultDns } from "./result.ts";
 import { requireSupportedVersion } from "./versions.ts";
+import { checkConfigBounds, checkSocketPath } from "./bounds.ts";
 
 /** The capability through which containerd and CRI-O pass pod annotations. */
 export const POD_ANNOTATIONS_CAPABILITY = "io.kubernetes.cri.pod-annotations";
@@ -259,6 +260,7 @@ function parseMain(raw: Record<string, unknown>, cniVersion: string): MainPlugin
     logLevel: c.logLevel,
     dns: c.dns,
   };
+  checkSocketPath(out.daemon.socket, "daemonSocket");
   if (c.ipam !== undefined) {
     const type = str({ nonEmpty: true, pattern: /^[A-Za-z0-9_.\-]+$/, hint: "a plugin name" })(
       c.ipam.type,
@@ -271,6 +273,7 @@ function parseMain(raw: Record<string, unknown>, cniVersion: string): MainPlugin
         socket: c.ipam.daemonSocket !== undefined ? i.daemonSocket : out.daemon.socket,
         timeoutMs: c.ipam.daemonTimeoutMs !== undefined ? i.daemonTimeoutMs : out.daemon.timeoutMs,
       };
+      if (c.ipam.daemonSocket !== undefined) checkSocketPath(i.daemonSocket, "ipam.daemonSocket");
     } else {
       out.delegateIpam = { type };
     }
@@ -282,6 +285,7 @@ function parseIpamRole(raw: Record<string, unknown>, cniVersion: string): IpamPl
   // The top level belongs to the main plugin (ptp, ipvlan, …): only `ipam` is ours.
   const ipam = plainObject(raw.ipam, "ipam");
   const i = obj(ipamShape, { unknown: "reject" })(ipam, "ipam");
+  checkSocketPath(i.daemonSocket, "ipam.daemonSocket");
   return {
     ...runtimeFields(raw, cniVersion),
     role: "ipam",
@@ -299,9 +303,13 @@ function parseIpamRole(raw: Record<string, unknown>, cniVersion: string): IpamPl
 export function parseConfig(raw: Record<string, unknown>): PluginConfig {
   const cniVersion = configVersion(raw);
   const type = str({ nonEmpty: true })(raw.type, "type");
-  if (type === "vpcni") return parseMain(raw, cniVersion);
+  if (type === "vpcni") {
+    checkConfigBounds(raw, true);
+    return parseMain(raw, cniVersion);
+  }
   const ipam = raw.ipam;
   if (typeof ipam === "object" && ipam !== null && (ipam as { type?: unknown }).type === "vpcni") {
+    checkConfigBounds(raw, false);
     return parseIpamRole(raw, cniVersion);
   }
   throw invalid(

@@ -38,17 +38,19 @@ const decoder = new TextDecoder();
 
 /**
  * Runs the IPAM plugin for `command` and returns its stdout parsed as JSON (ADD), or
- * undefined (other verbs). A failing plugin's CNI error is rethrown with its own code.
+ * undefined (other verbs). The plugin gets this process's environment with the CNI
+ * variables of the invocation (`cniVars`, as the runtime gave them) and `CNI_COMMAND` set to
+ * the verb. A failing plugin's CNI error is rethrown with its own code.
  */
 export async function execIpamPlugin(
   type: string,
   command: CniCommand,
   stdin: Uint8Array,
   cniPath: string[],
+  cniVars: Record<string, string>,
 ): Promise<unknown> {
   const path = findPlugin(type, cniPath);
-  const env = Deno.env.toObject();
-  env.CNI_COMMAND = command;
+  const env = { ...Deno.env.toObject(), ...cniVars, CNI_COMMAND: command };
   let out: Deno.CommandOutput;
   try {
     const child = new Deno.Command(path, {

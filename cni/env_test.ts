@@ -44,11 +44,67 @@ Deno.test("CNI_ARGS: malformed pairs and IgnoreUnknown values are named", () => 
 });
 
 Deno.test("interface names follow the spec's rules", () => {
-  assert.equal(ifNameProblem("eth0"), undefined);
-  assert.equal(ifNameProblem("a23456789012345"), undefined);
+  for (const good of ["eth0", "net1", "eth1", "a23456789012345", "pod-eth_0.1", "LO", "lo0"]) {
+    assert.equal(ifNameProblem(good), undefined, good);
+  }
   for (const bad of ["", ".", "..", "a234567890123456", "et/h0", "eth:0", "eth 0"]) {
     assert.ok(ifNameProblem(bad), `expected ${JSON.stringify(bad)} to be refused`);
   }
+});
+
+Deno.test("interface names the kernel treats specially are refused with code 4", () => {
+  const base = { CNI_CONTAINERID: "c1", CNI_NETNS: "/run/netns/x" };
+  const bad: [string, RegExp][] = [
+    ["lo", /reserves/],
+    ["all", /reserves/],
+    ["default", /reserves/],
+    ["bonding_masters", /reserves/],
+    ["eth%d", /'%'/],
+    ["%s", /'%'/],
+    ["e%", /'%'/],
+    ["eth\0", /printable ASCII/],
+    ["eth\x01", /printable ASCII/],
+    ["eth\x7f", /printable ASCII/],
+    ["ethé", /printable ASCII/],
+    ["eth\u00a0", /whitespace|printable/],
+    ["\t", /whitespace/],
+    ["eth0\n", /whitespace/],
+    ["é".repeat(8), /shorter than 16 bytes/],
+  ];
+  for (const [name, re] of bad) {
+    for (const verb of ["ADD", "DEL", "CHECK"] as const) {
+      assertCode4(
+        () => parseCniEnv(verb, envOf({ ...base, CNI_IFNAME: name })),
+        new RegExp(`CNI_IFNAME .*${re.source}`),
+      );
+    }
+  }
+  const long = "x".repeat(100_000);
+  assert.throws(() => parseCniEnv("ADD", envOf({ ...base, CNI_IFNAME: long })), (e: unknown) => {
+    assert.ok(e instanceof CniError && e.message.length < 300, "the message is bounded");
+    return true;
+  });
+});
+
+Deno.test("CNI_CONTAINERID, CNI_ARGS and CNI_PATH are bounded", () => {
+  const base = { CNI_CONTAINERID: "c1", CNI_NETNS: "/run/netns/x", CNI_IFNAME: "eth0" };
+  const at = (over: Record<string, string>) => () =>
+    parseCniEnv("ADD", envOf({ ...base, ...over }));
+  assert.equal(at({ CNI_CONTAINERID: "a".repeat(256) })().containerId?.length, 256);
+  assertCode4(at({ CNI_CONTAINERID: "a".repeat(257) }), /CNI_CONTAINERID is 257 characters/);
+  assertCode4(at({ CNI_CONTAINERID: "abc/../x" }), /CNI_CONTAINERID/);
+  assertCode4(at({ CNI_CONTAINERID: "ab c" }), /CNI_CONTAINERID/);
+  assertCode4(at({ CNI_ARGS: "K8S_POD_NAME=" + "a".repeat(20_000) }), /CNI_ARGS is longer/);
+  assertCode4(at({ CNI_ARGS: "K8S_POD_NAME=" + "a".repeat(1025) }), /K8S_POD_NAME longer/);
+  assertCode4(at({ CNI_ARGS: Array(65).fill("IgnoreUnknown=1").join(";") }), /more than 64 pairs/);
+  assertCode4(at({ CNI_ARGS: "K8S_POD_NAME=a\x1b[2J" }), /control character/);
+  assertCode4(at({ CNI_PATH: Array(65).fill("/opt/cni/bin").join(":") }), /65 entries/);
+  assertCode4(at({ CNI_PATH: "/" + "b".repeat(70_000) }), /CNI_PATH is longer/);
+  assert.equal(
+    at({ CNI_ARGS: "IgnoreUnknown=1;K8S_POD_NAME=web-0;K8S_POD_NAMESPACE=default" })().args
+      .podName,
+    "web-0",
+  );
 });
 
 Deno.test("required variables per verb", () => {

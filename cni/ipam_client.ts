@@ -1,8 +1,12 @@
 /**
  * The plugin's side of the plugin ↔ daemon protocol (cni/ipam_protocol.ts): one HTTP POST
  * over the daemon's unix socket, with a bounded timeout, on a small blocking HTTP/1.1
- * client (cni/unix_http.ts: a process's first `fetch` costs more than the round trip). An unreachable or silent daemon is code 11 (try
- * again later) naming the socket; an answer outside the protocol is code 102.
+ * client (cni/unix_http.ts: a process's first `fetch` costs more than the round trip). An
+ * unreachable or silent daemon is code 11 (try again later) naming the socket; an answer
+ * outside the protocol is code 102: not HTTP, larger than {@linkcode MAX_DAEMON_ANSWER_BYTES},
+ * not a JSON object, missing fields, or a refusal whose code is not one of
+ * {@linkcode DAEMON_ERROR_CODES}. The daemon's own text is passed on only bounded and with
+ * control characters removed.
  *
  * @module
  */
@@ -20,7 +24,7 @@ import {
   type PodAllocation,
 } from "./ipam_protocol.ts";
 import type { DaemonSettings } from "./config.ts";
-import { postUnix, UnixHttpTimeoutError } from "./unix_http.ts";
+import { postUnix, UnixHttpProtocolError, UnixHttpTimeoutError } from "./unix_http.ts";
 import { CniError, ErrorCode } from "./errors.ts";
 import {
   arr,
@@ -34,6 +38,31 @@ import {
   plainObject,
   str,
 } from "./schema.ts";
+
+/**
+ * The codes a daemon refusal may carry, passed on to the runtime as they are: 3 (unknown
+ * attachment on CHECK), 4 and 7 (the request or an annotation is wrong), 11 (no address
+ * in time, try again), 50 and 51 (STATUS), 106 (ADD of an attachment that already holds an
+ * address). Any other code — negative, not an integer, a
+ * code of the spec's that means something else here (1 and 6 are the daemon's complaints
+ * about the plugin's request, not about the network configuration), or one of vpcni's own —
+ * becomes 102 with the plugin's message.
+ */
+export const DAEMON_ERROR_CODES: readonly number[] = [3, 4, 7, 11, 50, 51, 106];
+
+/** Bound on a daemon answer, in bytes (a GC releasing every pod of a node is ~100 KiB). */
+export const MAX_DAEMON_ANSWER_BYTES = 1024 * 1024;
+
+/** Bounds on the daemon's `msg` and `details` as passed on. */
+const MAX_DAEMON_TEXT = 1024;
+
+/** The daemon's text, cut and without control characters (it reaches logs and terminals). */
+function daemonText(v: unknown): string | undefined {
+  if (typeof v !== "string") return undefined;
+  // deno-lint-ignore no-control-regex
+  const clean = v.replace(/[\x00-\x1f\x7f-\x9f]/g, " ").trim();
+  return clean.length > MAX_DAEMON_TEXT ? `${clean.slice(0, MAX_DAEMON_TEXT)}…` : clean;
+}
 
 /** A request as the caller writes it: the client adds the protocol version. */
 type Unversioned<T> = T extends unknown ? Omit<T, "version"> : never;
@@ -140,13 +169,26 @@ export class IpamClient {
     let text: string;
     let status: number;
     try {
-      ({ status, body: text } = postUnix(socket, IPAM_PATH, payload, timeoutMs));
+      ({ status, body: text } = postUnix(
+        socket,
+        IPAM_PATH,
+        payload,
+        timeoutMs,
+        MAX_DAEMON_ANSWER_BYTES,
+      ));
     } catch (e) {
       if (e instanceof UnixHttpTimeoutError) {
         throw new CniError(
           ErrorCode.TRY_AGAIN_LATER,
           `IPAM daemon at ${socket} did not answer ${req.op} within ${timeoutMs} ms`,
           "the daemon may be busy growing its pool; the runtime retries",
+        );
+      }
+      if (e instanceof UnixHttpProtocolError) {
+        throw new CniError(
+          ErrorCode.DAEMON_PROTOCOL,
+          `IPAM daemon at ${socket} answered ${req.op} outside the protocol`,
+          `${e.message}; is daemonSocket the socket of 'vpcni serve'?`,
         );
       }
       throw new CniError(
@@ -162,19 +204,33 @@ export class IpamClient {
       throw new CniError(
         ErrorCode.DAEMON_PROTOCOL,
         `IPAM daemon at ${socket} answered ${req.op} with HTTP ${status} and a body that is not a JSON object`,
-        text.slice(0, 500),
+        daemonText(text.slice(0, 500)),
       );
     }
     if (body.ok === false) {
-      const code = typeof body.code === "number" ? body.code : ErrorCode.DAEMON_PROTOCOL;
-      const msg = typeof body.msg === "string" ? body.msg : "IPAM daemon refused the request";
-      throw new CniError(code, msg, typeof body.details === "string" ? body.details : undefined);
+      const code = body.code;
+      const msg = daemonText(body.msg);
+      const details = daemonText(body.details);
+      if (
+        typeof code === "number" && DAEMON_ERROR_CODES.includes(code) && msg !== undefined &&
+        msg !== ""
+      ) {
+        throw new CniError(code, msg, details);
+      }
+      throw new CniError(
+        ErrorCode.DAEMON_PROTOCOL,
+        `IPAM daemon at ${socket} refused ${req.op} with ${
+          typeof code === "number" ? `code ${code}` : "no numeric code"
+        }, which the plugin↔daemon protocol does not allow`,
+        `the daemon said: ${msg || "(no message)"}${details ? ` (${details})` : ""}; ` +
+          "are the plugin and 'vpcni serve' from the same release?",
+      );
     }
     if (body.ok !== true) {
       throw new CniError(
         ErrorCode.DAEMON_PROTOCOL,
         `IPAM daemon at ${socket} answered ${req.op} without "ok" (HTTP ${status})`,
-        text.slice(0, 500),
+        daemonText(text.slice(0, 500)),
       );
     }
     return body;

@@ -8,10 +8,13 @@
 import { decodeStdin, parseConfig } from "./config.ts";
 import { type CniCommand, type CniEnv, parseCniEnv, parseCommand } from "./env.ts";
 import { CniError, ErrorCode, errorJson, toCniError } from "./errors.ts";
-import { createLogger, type PluginLogger } from "./log.ts";
+import { checkLogFile, createLogger, type PluginLogger } from "./log.ts";
+import { checkStdinSize, INPUT_BOUNDS } from "./bounds.ts";
+import { checkNetnsFile } from "./netns_file.ts";
 import { runIpamVerb } from "./ipam_plugin.ts";
 import { cmdAdd, cmdCheck, cmdDel, cmdGc, cmdStatus, type MainInvocation } from "./main_plugin.ts";
 import {
+  hasCheck,
   isSupportedVersion,
   isVersionString,
   LATEST_CNI_VERSION,
@@ -22,18 +25,21 @@ import {
 export interface PluginIo {
   /** Reads an environment variable. */
   getEnv(name: string): string | undefined;
-  /** Reads all of stdin. */
-  readStdin(): Uint8Array;
+  /**
+   * Reads stdin: all of it, or at least `limit + 1` bytes when there is more than `limit`
+   * (the plugin refuses such input without reading the rest).
+   */
+  readStdin(limit: number): Uint8Array;
   /** Writes to stdout. */
   writeStdout(text: string): void;
 }
 
-function readAllStdin(): Uint8Array {
+function readAllStdin(limit: number): Uint8Array {
   if (Deno.stdin.isTerminal()) return new Uint8Array();
   const chunks: Uint8Array[] = [];
   const buf = new Uint8Array(64 * 1024);
   let total = 0;
-  for (;;) {
+  while (total <= limit) {
     const n = Deno.stdin.readSync(buf);
     if (n === null) break;
     chunks.push(buf.slice(0, n));
@@ -63,7 +69,7 @@ export const processIo: PluginIo = {
 
 function readStdin(io: PluginIo): Uint8Array {
   try {
-    return io.readStdin();
+    return io.readStdin(INPUT_BOUNDS.stdinBytes);
   } catch (e) {
     throw new CniError(
       ErrorCode.IO_FAILURE,
@@ -87,25 +93,45 @@ function versionAnswer(stdin: Uint8Array): Record<string, unknown> {
   return { cniVersion, supportedVersions: SUPPORTED_CNI_VERSIONS };
 }
 
+/**
+ * Checks `CNI_NETNS` for the verbs that act on it (both roles: the IPAM role records it for
+ * the daemon). Returns the environment to run with: for a DEL whose netns is gone, without
+ * `CNI_NETNS`, so only the node's side is cleaned up.
+ */
+function checkNetns(env: CniEnv, cniVersion: string): CniEnv {
+  const verb = env.command;
+  if (env.netns === undefined || (verb !== "ADD" && verb !== "CHECK" && verb !== "DEL")) {
+    return env;
+  }
+  // A CHECK the config's version does not have is refused with code 1 by the verb itself,
+  // before anything is opened: the spec puts version errors first.
+  if (verb === "CHECK" && !hasCheck(cniVersion)) return env;
+  const state = checkNetnsFile(env.netns, verb);
+  return state === "gone" ? { ...env, netns: undefined } : env;
+}
+
 async function dispatch(
   command: CniCommand,
-  env: CniEnv,
+  parsedEnv: CniEnv,
   stdin: Uint8Array,
   raw: Record<string, unknown>,
   setLog: (log: PluginLogger) => void,
 ): Promise<Record<string, unknown> | undefined> {
   const config = parseConfig(raw);
+  checkLogFile(config.logFile, config.role === "ipam" ? "ipam.logFile" : "logFile");
   const log = createLogger({
     logFile: config.logFile,
     logLevel: config.logLevel,
     context: {
       cmd: command,
       network: config.name,
-      containerId: env.containerId,
-      ifName: env.ifName,
+      containerId: parsedEnv.containerId,
+      ifName: parsedEnv.ifName,
     },
   });
   setLog(log);
+  // After the logger: a refused netns is logged where the operator looks.
+  const env = checkNetns(parsedEnv, config.cniVersion);
   // Both roles are imported statically: a dynamic import() at run time makes Deno check the
   // lockfile's npm snapshot (≈ 11 ms per pod), far more than parsing the other role's code.
   if (config.role === "ipam") {
@@ -132,13 +158,20 @@ async function dispatch(
   }
 }
 
-/** Runs one CNI invocation; returns the process exit code (0 success, 1 failure). */
+/**
+ * Runs one CNI invocation; returns the process exit code (0 success, 1 failure). Every
+ * failure is printed as the spec's error JSON; a stack trace reaches only the log file, at
+ * debug level.
+ */
 export async function runPlugin(io: PluginIo = processIo): Promise<number> {
   let errorVersion = LATEST_CNI_VERSION;
   let log: PluginLogger | undefined;
+  let doing = "the request";
   try {
     const command = parseCommand(io.getEnv);
+    doing = command;
     const stdin = readStdin(io);
+    checkStdinSize(stdin.length);
     if (command === "VERSION") {
       io.writeStdout(JSON.stringify(versionAnswer(stdin)));
       return 0;
@@ -152,11 +185,18 @@ export async function runPlugin(io: PluginIo = processIo): Promise<number> {
     if (result !== undefined) io.writeStdout(JSON.stringify(result));
     return 0;
   } catch (e) {
-    const err = toCniError(e);
-    const fields = { code: err.code, details: err.details };
-    if (log) log.error(err.message, fields);
-    else createLogger({ logLevel: "error" }).error(err.message, fields);
-    io.writeStdout(JSON.stringify(errorJson(err, errorVersion)));
+    const err = toCniError(e, doing);
+    const out = errorJson(err, errorVersion);
+    const fields = { code: out.code, details: out.details };
+    const logger = log ?? createLogger({ logLevel: "error" });
+    logger.error(out.msg, fields);
+    if (e instanceof Error && e.stack) {
+      // The cause's stack, when a step kept it in details, and where the error was made.
+      logger.debugToFile("stack of the failure", { stack: e.stack, cause: err.details });
+    }
+    io.writeStdout(JSON.stringify(out));
     return 1;
+  } finally {
+    log?.close();
   }
 }

@@ -64,3 +64,39 @@ Deno.test("a verb newer than the config's cniVersion names the version and the f
   assert.equal(ipam.json.code, 1, JSON.stringify(ipam.json));
   assert.match(ipam.json.details, /CHECK exists from cniVersion 0\.4\.0/);
 });
+
+Deno.test("stdin beyond 1 MiB is refused before it is parsed (code 7 naming the bound)", async () => {
+  let asked = 0;
+  let out = "";
+  const io: PluginIo = {
+    getEnv: (n) => ({ CNI_COMMAND: "ADD", CNI_CONTAINERID: "c1", CNI_IFNAME: "eth0" })[n],
+    readStdin: (limit) => {
+      asked = limit;
+      return new Uint8Array(limit + 1).fill(0x20);
+    },
+    writeStdout: (t) => (out += t),
+  };
+  assert.equal(await runPlugin(io), 1);
+  assert.equal(asked, 1024 * 1024);
+  const json = JSON.parse(out);
+  assert.equal(json.code, 7);
+  assert.match(json.msg, /stdin holds more than 1048576 bytes/);
+});
+
+Deno.test("an unexpected exception is code 999 naming the verb, with no stack trace", async () => {
+  let out = "";
+  const io: PluginIo = {
+    getEnv: (n) => {
+      if (n === "CNI_COMMAND") return "DEL";
+      throw new RangeError("environment exploded");
+    },
+    readStdin: () => new TextEncoder().encode('{"cniVersion":"1.0.0","name":"n","type":"vpcni"}'),
+    writeStdout: (t) => (out += t),
+  };
+  assert.equal(await runPlugin(io), 1);
+  const json = JSON.parse(out);
+  assert.equal(json.code, 999);
+  assert.equal(json.cniVersion, "1.0.0");
+  assert.match(json.msg, /during DEL: environment exploded/);
+  assert.doesNotMatch(out, /^\s+at\s|\.ts:\d+:\d+/m);
+});

@@ -9,7 +9,13 @@
  *
  * @module
  */
-import { EAGAIN, EINPROGRESS, unixExchange, UnixSocketError } from "./unix_socket.ts";
+import {
+  EAGAIN,
+  EINPROGRESS,
+  UnixAnswerTooLargeError,
+  unixExchange,
+  UnixSocketError,
+} from "./unix_socket.ts";
 
 export { UnixSocketError };
 
@@ -25,6 +31,15 @@ export class UnixHttpTimeoutError extends Error {
   constructor(path: string, timeoutMs: number) {
     super(`no answer from ${path} within ${timeoutMs} ms`);
     this.name = "UnixHttpTimeoutError";
+  }
+}
+
+/** Thrown when the server's answer is not HTTP, or larger than the bound. */
+export class UnixHttpProtocolError extends Error {
+  /** Says what was wrong with the answer. */
+  constructor(message: string) {
+    super(message);
+    this.name = "UnixHttpProtocolError";
   }
 }
 
@@ -92,8 +107,9 @@ export function parseHttpResponse(raw: Uint8Array): UnixHttpResponse {
 
 /**
  * POSTs `body` (JSON) to `urlPath` on the HTTP server at unix socket `socketPath` and
- * returns its answer. Synchronous and bounded: connect, send and every receive give up
- * after `timeoutMs` ({@linkcode UnixHttpTimeoutError}); other socket failures throw a
+ * returns its answer. Synchronous and bounded: connect, send and the receive give up
+ * after `timeoutMs` ({@linkcode UnixHttpTimeoutError}); an answer that is not HTTP or
+ * exceeds `maxBytes` is a {@linkcode UnixHttpProtocolError}; other socket failures throw a
  * {@linkcode UnixSocketError} carrying errno (ENOENT, ECONNREFUSED, …).
  */
 export function postUnix(
@@ -101,6 +117,7 @@ export function postUnix(
   urlPath: string,
   body: string,
   timeoutMs: number,
+  maxBytes?: number,
 ): UnixHttpResponse {
   const payload = encoder.encode(body);
   const head = encoder.encode(
@@ -109,12 +126,17 @@ export function postUnix(
   );
   let raw: Uint8Array;
   try {
-    raw = unixExchange(socketPath, concat([head, payload]), timeoutMs);
+    raw = unixExchange(socketPath, concat([head, payload]), timeoutMs, maxBytes);
   } catch (e) {
     if (e instanceof UnixSocketError && (e.errno === EAGAIN || e.errno === EINPROGRESS)) {
       throw new UnixHttpTimeoutError(socketPath, timeoutMs);
     }
+    if (e instanceof UnixAnswerTooLargeError) throw new UnixHttpProtocolError(e.message);
     throw e;
   }
-  return parseHttpResponse(raw);
+  try {
+    return parseHttpResponse(raw);
+  } catch (e) {
+    throw new UnixHttpProtocolError(`${socketPath} answered outside HTTP: ${(e as Error).message}`);
+  }
 }

@@ -55,12 +55,30 @@ function timeval(ms: number): Uint8Array {
   return tv;
 }
 
+/** Thrown when the peer sends more than the caller's bound. */
+export class UnixAnswerTooLargeError extends Error {
+  /** Names the socket and the bound. */
+  constructor(path: string, maxBytes: number) {
+    super(`${path} sent more than ${maxBytes} bytes`);
+    this.name = "UnixAnswerTooLargeError";
+  }
+}
+
+/** Default bound on an answer: far above any daemon answer (a GC of every pod is ~100 KiB). */
+export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
+
 /**
  * Connects to `path`, sends all of `request`, reads until the peer closes, and returns
  * what was read. Each blocking step gives up after `timeoutMs` with errno EAGAIN or
- * EINPROGRESS.
+ * EINPROGRESS, and the whole receive too; more than `maxBytes` of answer is
+ * {@linkcode UnixAnswerTooLargeError}.
  */
-export function unixExchange(path: string, request: Uint8Array, timeoutMs: number): Uint8Array {
+export function unixExchange(
+  path: string,
+  request: Uint8Array,
+  timeoutMs: number,
+  maxBytes: number = MAX_ANSWER_BYTES,
+): Uint8Array {
   const c = libc();
   const fd = c.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw new UnixSocketError("socket", path, errno());
@@ -94,6 +112,14 @@ export function unixExchange(path: string, request: Uint8Array, timeoutMs: numbe
     let total = 0;
     const buf = new Uint8Array(16 * 1024);
     for (;;) {
+      // Each receive waits at most what is left of the timeout, so a peer trickling bytes
+      // cannot stretch the exchange past it.
+      const left = Math.ceil(deadline - performance.now());
+      if (left <= 0) throw new UnixSocketError("recv", path, EAGAIN);
+      if (left < timeoutMs) {
+        const rtv = timeval(left);
+        c.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, rtv, rtv.length);
+      }
       const n = Number(c.recv(fd, buf, BigInt(buf.length), 0));
       if (n < 0) {
         const e = errno();
@@ -103,8 +129,7 @@ export function unixExchange(path: string, request: Uint8Array, timeoutMs: numbe
       if (n === 0) break;
       chunks.push(buf.slice(0, n));
       total += n;
-      // A peer trickling bytes must not keep us past the timeout either.
-      if (performance.now() > deadline) throw new UnixSocketError("recv", path, EAGAIN);
+      if (total > maxBytes) throw new UnixAnswerTooLargeError(path, maxBytes);
     }
     const out = new Uint8Array(total);
     let at = 0;

@@ -18,6 +18,17 @@ import { allocationsKnown, datapathFindings } from "./run.ts";
 import { checkDatapath } from "./checks.ts";
 import { renderCheck, useColor, wrap } from "./report.ts";
 import { type CommonFlags, doctorOptions, printNotes } from "./cli_flags.ts";
+import { fixSnat } from "./snat.ts";
+
+/** The egress ruleset's repair (doctor/snat.ts), as a fix action. */
+function egressFix(facts: Facts, hostNetns?: string): FixAction[] {
+  try {
+    const done = fixSnat(facts, hostNetns);
+    return done ? [{ action: done, done: true }] : [];
+  } catch (e) {
+    return [{ action: "repair the egress ruleset", done: false, error: (e as Error).message }];
+  }
+}
 
 /** The flags of `doctor datapath`: the common ones and `--fix`. */
 export type DatapathFlags = CommonFlags & { fix?: boolean };
@@ -45,6 +56,7 @@ export async function doctorDatapath(f: DatapathFlags): Promise<void> {
     return;
   }
   const actions = first.orphans.length > 0 ? await fixOrphans(o, first, !!f.fix) : [];
+  if (f.fix) actions.push(...egressFix(facts, o.hostNetns));
   if (f.json) {
     console.log(
       jsonText({ source: facts.source, check: result, findings: first, actions }),

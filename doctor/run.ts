@@ -42,6 +42,7 @@ import {
   readSysctls,
   snapshotNetns,
 } from "./kernel.ts";
+import { checkSnat } from "./snat.ts";
 import type { CheckResult, DoctorReport } from "./report.ts";
 
 /** kubelet's --max-pods: the flag given to doctor, kubelet's command line, or its config. */
@@ -224,6 +225,7 @@ export async function runDoctor(o: DoctorOptions): Promise<DoctorReport> {
     dp = `cannot read the kernel: ${(e as Error).message}`;
   }
   checks.push(checkDatapath(f, dp));
+  checks.push(checkSnat(f, o.hostNetns));
   checks.push(checkConsistency(f, assigned, podNetnsExists));
   checks.push(checkLeakedEnis(
     leaked,

@@ -11,6 +11,7 @@ import { parse as parseYaml } from "yaml";
 import { parseSelector, SelectorSyntaxError, type TagSelector } from "./selector.ts";
 import { DEFAULT_IPAM_SOCKET } from "../cni/ipam_protocol.ts";
 import { KNOBS } from "./knobs.ts";
+import { parseIpv4Cidr } from "../netlink/ipv4.ts";
 
 const selectorText = z.string().superRefine((text, ctx) => {
   try {
@@ -83,6 +84,14 @@ export function routeTableBaseProblem(base: number): string | undefined {
     `(d = 0…${ROUTE_TABLE_SPAN - 1}), and tables 0, 253 (default), 254 (main) and 255 (local) ` +
     `are the kernel's; use ${ROUTE_TABLE_BASE_RANGES}, e.g. 100 (the default) or 256`;
 }
+/** A pool's egress knobs (ipam/egress): SNAT to the node's address beyond the VPC. */
+const poolEgressFields = {
+  snat: z.enum(["node", "none"]).optional(),
+  snatExcludeCidrs: z.array(
+    z.string().refine((t) => parseIpv4Cidr(t) !== undefined, "must be an IPv4 CIDR (a.b.c.d/len)"),
+  ).default([]),
+  snatRandomFully: z.boolean().default(true),
+};
 
 const poolSchema = z.object({
   name: z.string().regex(
@@ -99,6 +108,7 @@ const poolSchema = z.object({
   firstInterfaceIndex: count.default(0),
   allowSharedSubnets: z.boolean().default(true),
   ipCooldownSeconds: count.max(MAX_COOLDOWN_SECONDS).default(30),
+  ...poolEgressFields,
 }).strict();
 
 const loopbackListen = z.string().superRefine((s, ctx) => {
@@ -152,6 +162,8 @@ export const configSchema = z.object({
     firstInterfaceIndex: 0,
     allowSharedSubnets: true,
     ipCooldownSeconds: 30,
+    snatExcludeCidrs: [],
+    snatRandomFully: true,
   }]),
 }).strict().superRefine((c, ctx) => {
   const seen = new Set<string>();
@@ -166,6 +178,16 @@ export const configSchema = z.object({
     seen.add(p.name);
     if (p.prefixDelegation && p.warmEnis === 0 && p.warmIps === 0 && p.minimumIps === 0) {
       // allowed: a pool that only grows on demand
+    }
+  });
+  c.pools.forEach((p, i) => {
+    if (c.datapath === "ipvlan-l2" && p.snat === "node") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["pools", i, "snat"],
+        message: "ipvlan-l2 pods' traffic never reaches the host's netfilter, so the host " +
+          "cannot SNAT it: use datapath ipvlan-l3s or veth, or snat: none with a NAT gateway",
+      });
     }
   });
   if (c.defaultPool !== undefined && !seen.has(c.defaultPool)) {
@@ -451,4 +473,13 @@ export function annotationSubnetChoice(text: string): SubnetChoice {
     return { kind: "ids", ids: t.split(/\s*,\s*/) };
   }
   return { kind: "tags", selector: parseSelector(t) };
+}
+
+/**
+ * Whether a pool's pods are SNATed beyond the VPC: `snat` as set, else `node` — the AWS VPC
+ * CNI's default, since a pod on a secondary address reaches nothing outside the VPC without
+ * it — except on ipvlan-l2, whose pods' traffic the host never sees.
+ */
+export function poolSnat(cfg: Pick<DaemonConfig, "datapath">, p: PoolConfig): "node" | "none" {
+  return p.snat ?? (cfg.datapath === "ipvlan-l2" ? "none" : "node");
 }

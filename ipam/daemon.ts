@@ -39,6 +39,7 @@ import { log } from "./log.ts";
 import { collectGarbage } from "./memory.ts";
 import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
+import { EgressKeeper } from "./egress/keeper.ts";
 
 export { LOCK_FILE };
 
@@ -256,6 +257,15 @@ async function startLocked(
     save: () => writer.save(),
   });
   await writer.save(); // the reconciled state is the new truth
+  const egress = new EgressKeeper({
+    cfg,
+    primary,
+    vpcCidrs: node.vpcCidrs,
+    az: node.az,
+    subnets,
+    enis: () => state.enis.values(),
+  });
+  egress.sync(); // SNAT and connection marks before the first pod is served
 
   let ready = false;
   const api = await serveUnixApi(cfg.socketPath, pools);
@@ -297,6 +307,7 @@ async function startLocked(
             ec2Due = true;
           }
           if (!ec2Due) collectGarbage(); // a quiet moment, once a minute
+          if (!ec2Due) egress.sync();
         }
         if (ec2Due) {
           lastImdsCheck = now();
@@ -304,6 +315,7 @@ async function startLocked(
           await subnetCache.refresh(0);
           if (await resyncWithEc2(ctx, cloud)) await writer.save();
           await collector.collect();
+          egress.sync();
           collectGarbage();
         }
       } catch (e) {

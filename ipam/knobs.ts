@@ -168,4 +168,20 @@ export const KNOBS: KnobDoc[] = [
     doc:
       "a released address is not handed out again before this (survives restarts); 0–3600; a checkpoint cooldown ending later than now + 3600 s is cut to that, with a warning",
   },
+  {
+    knob: "pools[].snat",
+    def: "node",
+    doc:
+      "`node` (`none` on ipvlan-l2): pods reach beyond the VPC with the node's address (SNAT); `none`: with their own",
+  },
+  {
+    knob: "pools[].snatExcludeCidrs",
+    def: "[]",
+    doc: "destinations outside the VPC reached without SNAT (peered networks, VPN, on-premises)",
+  },
+  {
+    knob: "pools[].snatRandomFully",
+    def: "true",
+    doc: "SNAT picks every connection's source port at random (no port clashes under load)",
+  },
 ];

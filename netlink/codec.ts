@@ -70,6 +70,14 @@ const RTM_NAMES: Record<number, string> = Object.fromEntries(
   Object.entries(RTM).map(([k, v]) => [v, `RTM_${k}`]),
 );
 
+/**
+ * Adds names for another netlink family's message types (nf_tables registers its own), so
+ * errors read `NFT_MSG_NEWRULE …` rather than a number.
+ */
+export function nameMessageTypes(names: Record<number, string>): void {
+  Object.assign(RTM_NAMES, names);
+}
+
 /** The name of a message type, e.g. 16 → "RTM_NEWLINK". */
 export function messageTypeName(type: number): string {
   return RTM_NAMES[type] ?? `message type ${type}`;

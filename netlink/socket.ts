@@ -139,7 +139,7 @@ export interface BatchRequest {
   subject?: string;
 }
 
-/** A NETLINK_ROUTE socket in the netns where it was opened. */
+/** A netlink socket (NETLINK_ROUTE unless opened for another protocol) in the netns where it was opened. */
 export class NetlinkSocket {
   /** The socket's file descriptor. */
   readonly fd: number;
@@ -151,10 +151,13 @@ export class NetlinkSocket {
     this.seq = (Date.now() & 0x7fffffff) >>> 0;
   }
 
-  /** Opens a socket in the calling thread's current netns. */
-  static open(): NetlinkSocket {
+  /**
+   * Opens a socket in the calling thread's current netns; `protocol` is NETLINK_ROUTE unless
+   * given (nf_tables speaks NETLINK_NETFILTER).
+   */
+  static open(protocol: number = NETLINK_ROUTE): NetlinkSocket {
     const l = libc();
-    const fd = l.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    const fd = l.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol);
     if (fd < 0) throw lastError("socket", "AF_NETLINK");
     const addr = new Uint8Array(12);
     new DataView(addr.buffer).setUint16(0, AF_NETLINK, true);
@@ -172,8 +175,8 @@ export class NetlinkSocket {
   }
 
   /** Opens a socket inside the netns at `netnsPath` (the thread returns to its own). */
-  static openIn(netnsPath: string): NetlinkSocket {
-    return inNetns(netnsPath, () => NetlinkSocket.open());
+  static openIn(netnsPath: string, protocol: number = NETLINK_ROUTE): NetlinkSocket {
+    return inNetns(netnsPath, () => NetlinkSocket.open(protocol));
   }
 
   /** Closes the socket (idempotent). */
@@ -284,6 +287,56 @@ export class NetlinkSocket {
       this.send(message.finish(seq), op);
       return readDumpPass(() => this.receive(op), seq, op, parse, (msg) => this.fail(msg));
     });
+  }
+
+  /**
+   * Sends an nfnetlink transaction in one datagram: `begin`, every request (each acked),
+   * `end`; then `fence` (a GET sent on its own, whose answer comes after every ack of the
+   * transaction). The kernel applies all requests or none; the first error is thrown,
+   * naming its request.
+   */
+  transaction(
+    begin: MessageBuilder,
+    requests: BatchRequest[],
+    end: MessageBuilder,
+    fence: MessageBuilder,
+  ): void {
+    const parts: Uint8Array[] = [begin.finish(this.nextSeq())];
+    const seqToIndex = new Map<number, number>();
+    requests.forEach((r, i) => {
+      const seq = this.nextSeq();
+      const b = r.message.finish(seq);
+      b[6] |= NLM_F_ACK;
+      parts.push(b);
+      seqToIndex.set(seq, i);
+    });
+    parts.push(end.finish(this.nextSeq()));
+    const dgram = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+    let off = 0;
+    for (const p of parts) {
+      dgram.set(p, off);
+      off += p.length;
+    }
+    // The kernel handles a datagram inside send(): once the fence (sent on its own, since a
+    // batch takes its whole datagram) is answered, every ack of the batch is in hand.
+    this.send(dgram, "transaction");
+    const fenceSeq = this.nextSeq();
+    this.send(fence.finish(fenceSeq), "transaction");
+    let first: { i: number; e: NetlinkError } | undefined;
+    for (let fenced = false; !fenced;) {
+      for (const msg of this.receive("transaction")) {
+        if (msg.seq === fenceSeq) {
+          fenced = true;
+          continue;
+        }
+        if (msg.type !== NLMSG_ERROR) continue;
+        const i = seqToIndex.get(msg.seq);
+        if (i === undefined) continue;
+        const err = this.fail(msg, requests[i].subject);
+        if (err && (!first || i < first.i)) first = { i, e: err };
+      }
+    }
+    if (first) throw first.e;
   }
 
   /**

@@ -221,8 +221,11 @@ function planIpvlan(
     { op: "veth", hostName: hostVeth, podName: podVeth, mtu: cfg.mtu },
     { op: "up", side: "host", link: hostVeth },
     { op: "up", side: "pod", link: podVeth },
-    // Host processes answer from any of their addresses: loose reverse-path on this link.
-    { op: "sysctl", side: "pod", key: `net.ipv4.conf.${podVeth}.rp_filter`, value: "2" },
+    // No reverse-path check on this link: only the host sends on it, and the host forwards
+    // here the answers to the pod's SNATed connections (ipvlan-l3s), whose sources the pod
+    // routes through its ipvlan link. The link has no address, and on such a link even loose
+    // mode drops every source not routed through it.
+    { op: "sysctl", side: "pod", key: `net.ipv4.conf.${podVeth}.rp_filter`, value: "0" },
     {
       op: "route",
       side: "pod",

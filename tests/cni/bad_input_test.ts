@@ -8,6 +8,7 @@ import { kernelState } from "../helpers/cni_kernel_state.ts";
 import { startIpamStandin } from "../helpers/ipam_standin.ts";
 import { sh } from "../helpers/sh.ts";
 import { hostLocalIpam, hostLocalReserved, makeNode, runVpcni, type TestNode } from "./harness.ts";
+import { STACK_TRACE } from "./refusal.ts";
 
 interface Case {
   name: string;
@@ -326,6 +327,7 @@ Deno.test("bad input: spec error JSON, exit ≠ 0, kernel unchanged", async (t) 
           : "1.1.0";
         assert.equal(e.cniVersion, c.errorVersion ?? requested);
         assert.deepEqual(after, before, "the kernel must be unchanged");
+        assert.doesNotMatch(r.stdout + r.stderr, STACK_TRACE, "no stack trace");
         if (c.after) await c.after(node);
       });
     }

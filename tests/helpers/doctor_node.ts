@@ -141,6 +141,8 @@ export async function startDoctorNode(): Promise<DoctorNode> {
         reconcileIntervalSeconds: 0.3,
         addTimeoutSeconds: 2,
         leakedEniGraceSeconds: 3600,
+        // The daemon runs outside the node netns here, where it cannot program egress SNAT
+        // (tests/egress covers that): the pools leave it off.
         pools: [
           {
             name: "default",
@@ -148,6 +150,7 @@ export async function startDoctorNode(): Promise<DoctorNode> {
             warmIps: 2,
             warmEnis: 0,
             firstInterfaceIndex: 1,
+            snat: "none",
           },
           {
             name: "tiny",
@@ -155,6 +158,7 @@ export async function startDoctorNode(): Promise<DoctorNode> {
             warmIps: 0,
             warmEnis: 0,
             firstInterfaceIndex: 1,
+            snat: "none",
           },
         ],
       }),
