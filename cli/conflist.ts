@@ -125,7 +125,7 @@ export function conflistFromFlags(
   if (!isSupportedVersion(f.cniVersion)) {
     throw new InstallError(
       `--cni-version: "${f.cniVersion}" is not a version vpcni speaks; use one of ` +
-        SUPPORTED_CNI_VERSIONS.join(", "),
+        `${SUPPORTED_CNI_VERSIONS.join(", ")}, or auto`,
     );
   }
   if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(f.networkName)) {

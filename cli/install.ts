@@ -18,6 +18,7 @@
  */
 import type { Command } from "commander";
 import { BundleError, pluginSource } from "./launcher.ts";
+import { installRuntimeTree, readStamp, removeOldTrees } from "./runtime_launcher.ts";
 import {
   CHAINABLE,
   type ConflistFlags,
@@ -27,6 +28,14 @@ import {
   resolveConflist,
 } from "./conflist.ts";
 import { SUPPORTED_CNI_VERSIONS } from "../cni/versions.ts";
+import {
+  chooseCniVersion,
+  type CniVersionChoice,
+  cniVersionWarning,
+  missingPlugins,
+  missingPluginsMessage,
+} from "./install_checks.ts";
+import { detectRuntime, RuntimeProbeError } from "./runtime_cni.ts";
 
 /** Where container runtimes look for CNI plugins by default. */
 export const DEFAULT_CNI_BIN_DIR = "/opt/cni/bin";
@@ -41,14 +50,37 @@ export interface InstallFlags extends ConflistFlags {
   skipConflist?: boolean;
   dryRun?: boolean;
   json?: boolean;
+  /** The containerd binary to ask which CNI versions it takes (else found on PATH). */
+  containerd?: string;
+  /** Write the conflist even when a plugin it names is missing from the bin dir. */
+  allowMissingPlugins?: boolean;
+}
+
+/** What an install did, and what the operator should know about it. */
+export interface InstallReport {
+  actions: InstallAction[];
+  /** Things that will go wrong on this node unless fixed (printed to stderr). */
+  warnings: string[];
+  /** The conflist's cniVersion and why (absent with --skip-conflist). */
+  cniVersion?: CniVersionChoice;
 }
 
 /** What happened (or would happen) to one file. */
 export interface InstallAction {
-  what: "binary" | "bundle" | "conflist";
+  what: "binary" | "bundle" | "runtime" | "conflist";
   path: string;
-  /** `installed`/`written` when changed, `unchanged`, or `would …` with --dry-run. */
-  result: "installed" | "written" | "unchanged" | "would install" | "would write" | "skipped";
+  /**
+   * `installed`/`written` when changed, `unchanged`, `would …` with --dry-run, `removed` for
+   * an older runtime tree cleaned up after the switch.
+   */
+  result:
+    | "installed"
+    | "written"
+    | "unchanged"
+    | "would install"
+    | "would write"
+    | "skipped"
+    | "removed";
   /** A short explanation: the source of the binary, the bytes written. */
   detail: string;
   /** With --dry-run: the conflist that would be written. */
@@ -119,13 +151,36 @@ export async function writeAtomic(path: string, bytes: Uint8Array, mode: number)
 }
 
 /** Performs (or, with `dryRun`, describes) the install. Validates everything first. */
-export async function install(f: InstallFlags): Promise<InstallAction[]> {
+export async function install(f: InstallFlags): Promise<InstallReport> {
   checkTargetDir(f.binDir, "--bin-dir");
   if (!f.conflistFile.startsWith("/") || f.conflistFile.endsWith("/")) {
     throw new InstallError(`--conflist-file: "${f.conflistFile}" must be an absolute file path`);
   }
   checkTargetDir(f.conflistFile.replace(/\/[^/]*$/, "") || "/", "--conflist-file");
-  const conflist = f.skipConflist ? undefined : await resolveConflist(f);
+  const warnings: string[] = [];
+  let choice: CniVersionChoice | undefined;
+  let conflist;
+  if (!f.skipConflist) {
+    const runtime = await detectRuntime(f.containerd).catch((e) => {
+      throw e instanceof RuntimeProbeError ? new InstallError(e.message) : e;
+    });
+    choice = chooseCniVersion(f.cniVersion, runtime);
+    conflist = await resolveConflist({ ...f, cniVersion: choice.version });
+    if (f.conflist !== undefined) choice = { version: conflist.cniVersion, why: "--conflist" };
+    const source = f.conflist !== undefined ? `--conflist ${f.conflist}` : "--cni-version";
+    const tooNew = cniVersionWarning(conflist.cniVersion, runtime, source);
+    if (tooNew) warnings.push(tooNew);
+    const missing = missingPlugins(conflist, f.binDir.replace(/\/$/, ""));
+    if (missing.length > 0) {
+      const message = missingPluginsMessage(
+        missing,
+        f.binDir.replace(/\/$/, ""),
+        f.conflist !== undefined ? `--conflist ${f.conflist}` : "--chain",
+      );
+      if (!f.allowMissingPlugins) throw new InstallError(message);
+      warnings.push(message.replace(/; or pass --allow-missing-plugins .*$/, "."));
+    }
+  }
   const source = f.skipBinary ? undefined : await pluginSource();
   const actions: InstallAction[] = [];
 
@@ -144,9 +199,20 @@ export async function install(f: InstallFlags): Promise<InstallAction[]> {
       actions.push({ what: "bundle", path, result: "written", detail });
     }
   }
+  if (source?.runtime) {
+    // The whole tree is in place under its final name before the launcher names it.
+    const r = await installRuntimeTree(
+      binPath.slice(0, -"/vpcni".length),
+      source.runtime,
+      !!f.dryRun,
+    );
+    actions.push({ what: "runtime", ...r });
+  }
   if (source) {
     const detail = source.kind === "executable"
       ? `copy of ${source.from} (${source.bytes.length} bytes)`
+      : source.kind === "runtime"
+      ? `launcher of runtime ${source.runtime!.info.id} (${source.bytes.length} bytes)`
       : `launcher script running ${source.from} from source, not compiled`;
     const old = await readIfExists(binPath);
     if (old && sameBytes(old, source.bytes)) {
@@ -157,6 +223,15 @@ export async function install(f: InstallFlags): Promise<InstallAction[]> {
       await writeAtomic(binPath, source.bytes, 0o755);
       actions.push({ what: "binary", path: binPath, result: "installed", detail });
     }
+    if (!f.dryRun) {
+      // Trees left from runtime installs: keep the one now named and the one just replaced.
+      const previous = old ? readStamp(old)?.runtimeDir.replace(/^.*\//, "") : undefined;
+      const removed = await removeOldTrees(binPath.slice(0, -"/vpcni".length), [
+        source.runtime?.info.id,
+        previous,
+      ]);
+      actions.push(...removed.map((r) => ({ what: "runtime" as const, ...r })));
+    }
   } else {
     actions.push({ what: "binary", path: binPath, result: "skipped", detail: "--skip-binary" });
   }
@@ -165,7 +240,7 @@ export async function install(f: InstallFlags): Promise<InstallAction[]> {
     const bytes = new TextEncoder().encode(JSON.stringify(conflist, null, 2) + "\n");
     const detail = `network "${conflist.name}", plugins ${
       conflist.plugins.map((p) => p.type).join(" → ")
-    }`;
+    }, cniVersion ${conflist.cniVersion}: ${choice?.why}`;
     const old = await readIfExists(f.conflistFile);
     if (old && sameBytes(old, bytes)) {
       actions.push({ what: "conflist", path: f.conflistFile, result: "unchanged", detail });
@@ -189,7 +264,7 @@ export async function install(f: InstallFlags): Promise<InstallAction[]> {
       detail: "--skip-conflist",
     });
   }
-  return actions;
+  return { actions, warnings, cniVersion: choice };
 }
 
 function collect(value: string, prev: string[]): string[] {
@@ -221,8 +296,18 @@ export function registerInstall(program: Command): void {
     )
     .option(
       "--cni-version <v>",
-      `cniVersion of the conflist: ${SUPPORTED_CNI_VERSIONS.join(", ")}`,
-      "1.0.0",
+      `cniVersion of the conflist: auto (the newest the runtime takes) or ${
+        SUPPORTED_CNI_VERSIONS.join(", ")
+      }`,
+      "auto",
+    )
+    .option(
+      "--containerd <path>",
+      "containerd binary to ask for the CNI versions it takes (default: found on PATH, /usr/bin, /host/usr/bin, …)",
+    )
+    .option(
+      "--allow-missing-plugins",
+      "write the conflist even when a chained plugin is not in --bin-dir (warn instead)",
     )
     .option("--skip-binary", "do not install the binary")
     .option("--skip-conflist", "do not write the conflist")
@@ -240,9 +325,9 @@ Examples:
   vpcni install --conflist my.conflist --skip-binary`,
     )
     .action(async (f: InstallFlags) => {
-      let actions: InstallAction[];
+      let report: InstallReport;
       try {
-        actions = await install(f);
+        report = await install(f);
       } catch (e) {
         if (e instanceof InstallError || e instanceof BundleError) {
           console.error(`vpcni install: ${e.message}`);
@@ -251,8 +336,10 @@ Examples:
         }
         throw e;
       }
+      const { actions, warnings, cniVersion } = report;
+      for (const w of warnings) console.error(`vpcni install: warning: ${w}`);
       if (f.json) {
-        console.log(JSON.stringify({ dryRun: !!f.dryRun, actions }, null, 2));
+        console.log(JSON.stringify({ dryRun: !!f.dryRun, actions, warnings, cniVersion }, null, 2));
         return;
       }
       for (const a of actions) {

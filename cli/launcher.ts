@@ -1,16 +1,49 @@
 /**
  * What `vpcni install` puts into the CNI bin dir: a compiled vpcni copies itself; run from
- * source there is no single file to copy, so it writes a launcher script that runs this
- * checkout with this Deno, plus the plugin bundled into one file for the CNI verbs.
+ * the image's runtime tree (the Deno runtime plus bundles, cli/runtime_launcher.ts) it puts
+ * that tree and its launcher there; run from source there is no single file to copy, so it
+ * writes a launcher script that runs this checkout with this Deno, plus the plugin bundled
+ * into one file for the CNI verbs.
  *
  * @module
  */
 import { VPCNI_VERSION } from "./version.ts";
+import {
+  RUNTIME_PARENT,
+  type RuntimeTree,
+  stampLauncher,
+  thisRuntimeTree,
+} from "./runtime_launcher.ts";
 
-/** Permissions the launcher grants, the same as the compiled build. */
-export const LAUNCHER_FLAGS =
-  "--allow-ffi --allow-net --allow-read --allow-write --allow-env --allow-run --allow-sys=osRelease " +
-  "--no-prompt --quiet --cached-only";
+/** Permissions every way of running vpcni grants, the same as the compiled build. */
+export const RUNTIME_PERMISSIONS: readonly string[] = [
+  "--allow-ffi",
+  "--allow-net",
+  "--allow-read",
+  "--allow-write",
+  "--allow-env",
+  "--allow-run",
+  "--allow-sys=osRelease,uid,homedir",
+  "--no-prompt",
+];
+
+/** V8 flags of every build: less memory for the daemon (tools/compile.ts says why). */
+export const RUNTIME_V8_FLAGS = "--v8-flags=--lite-mode,--expose-gc";
+
+/**
+ * The `deno run` flags the runtime tree's launcher passes: the permissions, no config
+ * discovery from whatever directory the runtime runs us in, and the V8 flags of the
+ * compiled build (tools/compile.ts explains them).
+ */
+export const RUNTIME_FLAGS: readonly string[] = [
+  ...RUNTIME_PERMISSIONS,
+  "--quiet",
+  "--no-config",
+  RUNTIME_V8_FLAGS,
+];
+
+/** Permissions the from-source launcher script grants, the same as the compiled build. */
+export const LAUNCHER_FLAGS = `${RUNTIME_PERMISSIONS.join(" ")} --quiet --cached-only`;
 
 /** Where the from-source install keeps the bundled plugin: the checkout's build folder. */
 export const PLUGIN_BUNDLE_PATH: string = new URL("../dist/vpcni-plugin.js", import.meta.url)
@@ -19,8 +52,10 @@ export const PLUGIN_BUNDLE_PATH: string = new URL("../dist/vpcni-plugin.js", imp
 /** The bytes to put into the bin dir and what they are. */
 export interface PluginSource {
   bytes: Uint8Array;
-  kind: "executable" | "launcher";
+  kind: "executable" | "launcher" | "runtime";
   from: string;
+  /** From the image's runtime tree: the tree to put next to the launcher first. */
+  runtime?: RuntimeTree;
   /** From source: the bundled plugin the launcher runs for CNI verbs, written first. */
   bundle?: { path: string; bytes: Uint8Array };
 }
@@ -35,14 +70,23 @@ export class BundleError extends Error {
 }
 
 /**
- * The file to install as `vpcni`: the compiled executable itself, or, when running from
- * source, a launcher script (kubelet runs plugins from another directory and with a bare
+ * The file to install as `vpcni`: the compiled executable itself; run from the image's
+ * runtime tree, the launcher stamped for that tree (and the tree, to put beside it); or,
+ * when running from source, a launcher script (kubelet runs plugins from another directory and with a bare
  * environment, so the config file, the Deno cache and the bundle are named explicitly).
  */
 export async function pluginSource(): Promise<PluginSource> {
   if (Deno.build.standalone) {
     const from = Deno.execPath();
     return { bytes: await Deno.readFile(from), kind: "executable", from };
+  }
+  const tree = await thisRuntimeTree();
+  if (tree) {
+    const bytes = stampLauncher(tree.launcher, {
+      runtimeDir: `${RUNTIME_PARENT}/${tree.info.id}`,
+      flags: RUNTIME_FLAGS,
+    });
+    return { bytes, kind: "runtime", from: tree.dir, runtime: tree };
   }
   const main = new URL("../main.ts", import.meta.url).pathname;
   const config = new URL("../deno.json", import.meta.url).pathname;
@@ -67,16 +111,26 @@ export async function pluginSource(): Promise<PluginSource> {
     bytes: new TextEncoder().encode(script),
     kind: "launcher",
     from: main,
-    bundle: { path: PLUGIN_BUNDLE_PATH, bytes: await bundlePlugin(config) },
+    bundle: { path: PLUGIN_BUNDLE_PATH, bytes: await bundleProgram("plugin") },
   };
 }
 
-/** Bundles cni/entry.ts with this Deno into one file and returns its bytes. */
-async function bundlePlugin(config: string): Promise<Uint8Array> {
-  const entry = new URL("../cni/entry.ts", import.meta.url).pathname;
+/** The entry of each bundle: the plugin alone, or the whole program. */
+export const BUNDLE_ENTRIES = {
+  plugin: new URL("../cni/entry.ts", import.meta.url).pathname,
+  program: new URL("./entry.ts", import.meta.url).pathname,
+} as const;
+
+/**
+ * Bundles the plugin (cni/entry.ts) or the whole program (cli/entry.ts) with this Deno into
+ * one JavaScript file and returns its bytes.
+ */
+export async function bundleProgram(which: keyof typeof BUNDLE_ENTRIES): Promise<Uint8Array> {
+  const entry = BUNDLE_ENTRIES[which];
+  const config = new URL("../deno.json", import.meta.url).pathname;
   const dir = await Deno.makeTempDir({ prefix: "vpcni-bundle-" });
   try {
-    const out = `${dir}/vpcni-plugin.js`;
+    const out = `${dir}/vpcni.js`;
     const r = await new Deno.Command(Deno.execPath(), {
       args: ["bundle", "--quiet", "--platform=deno", "--config", config, "-o", out, entry],
       stdout: "piped",

@@ -20,23 +20,17 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { RUNTIME_PERMISSIONS, RUNTIME_V8_FLAGS } from "../cli/launcher.ts";
 
 /**
  * Permission flags baked into the executable: what the program needs, and no prompts.
- * `--allow-sys=osRelease` is there because the AWS SDK puts the OS release into its
- * user agent and fails every EC2 call without it (found running the daemon with exactly
- * these flags); nothing else of `sys` is granted.
+ * `--allow-sys=osRelease,uid,homedir` is there because the AWS SDK puts the OS release into
+ * its user agent, and, when HOME is unset (a systemd unit, a bare container), asks the OS for
+ * the user's home directory to look for ~/.aws files; it fails every EC2 call without them
+ * (both found running the daemon with exactly these flags). Nothing else of `sys` is granted. The same list is what the image's launcher
+ * and the from-source launcher grant (cli/launcher.ts).
  */
-export const COMPILE_PERMISSIONS: readonly string[] = [
-  "--allow-ffi",
-  "--allow-net",
-  "--allow-read",
-  "--allow-write",
-  "--allow-env",
-  "--allow-run",
-  "--allow-sys=osRelease",
-  "--no-prompt",
-];
+export const COMPILE_PERMISSIONS: readonly string[] = RUNTIME_PERMISSIONS;
 
 /**
  * V8 flags baked into the executable. `--lite-mode` (no optimizing compiler) and a full GC
@@ -44,7 +38,7 @@ export const COMPILE_PERMISSIONS: readonly string[] = [
  * from 125 to 99 MiB RSS after an hour of churn (bench/ipam); the plugin, which lives for
  * one request, never reaches optimized code anyway.
  */
-export const COMPILE_V8_FLAGS = "--v8-flags=--lite-mode,--expose-gc";
+export const COMPILE_V8_FLAGS: string = RUNTIME_V8_FLAGS;
 
 /** Modules main.ts loads through computed specifiers, which `deno compile` cannot trace. */
 export const COMPILE_INCLUDES: readonly string[] = ["cli/program.ts"];

@@ -36,7 +36,7 @@ Deno.test("compile flags grant exactly what vpcni needs, never prompt, and embed
       "--allow-write",
       "--allow-env",
       "--allow-run",
-      "--allow-sys=osRelease",
+      "--allow-sys=osRelease,uid,homedir",
       "--no-prompt",
     ]
   ) {

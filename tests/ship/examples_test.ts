@@ -13,6 +13,7 @@ import { parseConfig } from "../../cni/config.ts";
 import { resolveConfig } from "../../ipam/config.ts";
 import { parseConflist } from "../../cli/conflist.ts";
 import { run } from "../helpers/sh.ts";
+import { PEERS_BIN } from "../helpers/peers.ts";
 
 const examples = new URL("../../examples/", import.meta.url).pathname;
 const repo = new URL("../..", import.meta.url).pathname;
@@ -115,6 +116,11 @@ Deno.test("the DaemonSet's install flags and the bootstrap's commands are accept
           `=${root}/host/`,
         )
       );
+    // The node carries the reference plugins the DaemonSet chains (install checks for them).
+    await Deno.mkdir(`${root}/host/opt/cni/bin`, { recursive: true });
+    for (const p of ["portmap", "bandwidth"]) {
+      await Deno.copyFile(`${PEERS_BIN}/${p}`, `${root}/host/opt/cni/bin/${p}`);
+    }
     const r = await run([
       "deno",
       "run",

@@ -1,12 +1,15 @@
 /**
  * `vpcni install` as an operator runs it: the real CLI in a subprocess, into temp dirs
- * standing for /opt/cni/bin and /etc/cni/net.d.
+ * standing for /opt/cni/bin and /etc/cni/net.d. Installing from the image's file tree is in
+ * install_image_test.ts.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { run } from "../helpers/sh.ts";
 import { wrapDetail } from "../../cli/install.ts";
+import { PEERS_BIN } from "../helpers/peers.ts";
+import { containerdNewestCni, parseContainerdVersion } from "../../cli/runtime_cni.ts";
 
 const repo = new URL("../..", import.meta.url).pathname;
 const main = `${repo}main.ts`;
@@ -45,6 +48,11 @@ Deno.test("install writes an executable plugin and the conflist, then reports un
       "--chain",
       "portmap,bandwidth",
     ];
+    // The chained plugins are there, as on a node that carries the reference plugins.
+    await Deno.mkdir(bin, { recursive: true });
+    for (const p of ["portmap", "bandwidth"]) {
+      await Deno.copyFile(`${PEERS_BIN}/${p}`, `${bin}/${p}`);
+    }
     const first = await vpcni(args);
     assert.equal(first.code, 0, first.stderr);
     assert.match(first.stdout, /binary .*\/vpcni: installed\s+\(launcher script/);
@@ -95,7 +103,7 @@ Deno.test("install writes an executable plugin and the conflist, then reports un
     assert.match(third.stdout, /conflist .*: written/);
     assert.notEqual(Deno.statSync(conf).ino, inode);
     assert.deepEqual(listDir(`${root}/etc/cni/net.d`), ["10-vpcni.conflist"]);
-    assert.deepEqual(listDir(bin), ["vpcni"]);
+    assert.deepEqual(listDir(bin), ["bandwidth", "portmap", "vpcni"]);
     assert.equal(JSON.parse(await Deno.readTextFile(conf)).plugins[0].datapath, "veth");
   });
 });
@@ -227,4 +235,116 @@ Deno.test("install's long details wrap at 80 columns, and only a path longer tha
     `         ${huge}`,
     "         now)",
   ]);
+});
+
+Deno.test("install refuses a chain whose plugins are not in the bin dir, naming each and where to get it", async () => {
+  await withDirs(async ({ root, bin, conf }) => {
+    await Deno.mkdir(bin, { recursive: true });
+    const args = ["install", "--bin-dir", bin, "--conflist-file", conf, "--skip-binary"];
+    const refused = await vpcni([...args, "--chain", "portmap,bandwidth"]);
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, /--chain: "portmap", "bandwidth" are not in \S+\/opt\/cni\/bin/);
+    assert.match(refused.stderr, /fail every pod ADD/);
+    assert.match(refused.stderr, /github\.com\/containernetworking\/plugins\/releases/);
+    assert.match(refused.stderr, /--allow-missing-plugins/);
+    assert.deepEqual(listDir(`${root}/etc/cni/net.d`), [], "nothing written");
+
+    // Allowed: written, with a warning naming what is still missing (tuning is there).
+    await Deno.copyFile(`${PEERS_BIN}/tuning`, `${bin}/tuning`);
+    const allowed = await vpcni([
+      ...args,
+      "--chain",
+      "portmap,tuning,bandwidth",
+      "--allow-missing-plugins",
+    ]);
+    assert.equal(allowed.code, 0, allowed.stderr);
+    assert.match(allowed.stderr, /warning: --chain: "portmap", "bandwidth" are not in /);
+    assert.doesNotMatch(allowed.stderr, /"tuning"/);
+    assert.deepEqual(
+      JSON.parse(await Deno.readTextFile(conf)).plugins.map((p: { type: string }) => p.type),
+      ["vpcni", "portmap", "tuning", "bandwidth"],
+    );
+
+    // A conflist file is checked the same way, delegated IPAM included.
+    await Deno.writeTextFile(
+      `${root}/ptp.json`,
+      JSON.stringify({
+        cniVersion: "1.0.0",
+        name: "x",
+        plugins: [{ type: "ptp", ipam: { type: "vpcni", daemonSocket: "/run/vpcni/ipam.sock" } }],
+      }),
+    );
+    const file = await vpcni([...args, "--conflist", `${root}/ptp.json`]);
+    assert.equal(file.code, 2, file.stderr);
+    assert.match(file.stderr, /--conflist \S+ptp\.json: "ptp" is not in /);
+  });
+});
+
+Deno.test("install picks the cniVersion containerd takes, and warns when one is forced past it", async () => {
+  await withDirs(async ({ root, bin, conf }) => {
+    const containerd = "/usr/bin/containerd";
+    const version = (await run([containerd, "--version"])).stdout;
+    assert.match(
+      version,
+      /^containerd \S+ 1\.6\./,
+      "Debian's containerd 1.6 (bash tools/dev setup)",
+    );
+    const args = ["install", "--bin-dir", bin, "--conflist-file", conf, "--skip-binary"];
+
+    const auto = await vpcni([...args, "--containerd", containerd, "--json"]);
+    assert.equal(auto.code, 0, auto.stderr);
+    const report = JSON.parse(auto.stdout);
+    assert.equal(report.cniVersion.version, "1.0.0");
+    assert.match(
+      report.cniVersion.why,
+      /containerd 1\.6\.\d+ \(\/usr\/bin\/containerd\) takes up to 1\.0\.0/,
+    );
+    assert.deepEqual(report.warnings, []);
+    assert.equal(JSON.parse(await Deno.readTextFile(conf)).cniVersion, "1.0.0");
+
+    const forced = await vpcni([...args, "--containerd", containerd, "--cni-version", "1.1.0"]);
+    assert.equal(forced.code, 0, forced.stderr);
+    assert.match(
+      forced.stderr,
+      /warning: --cni-version: cniVersion 1\.1\.0 is newer than containerd 1\.6\.\d+ .* 'unsupported CNI result version "1\.1\.0"'\. Use --cni-version 1\.0\.0/,
+    );
+    assert.equal(JSON.parse(await Deno.readTextFile(conf)).cniVersion, "1.1.0");
+
+    // containerd 2 cannot be installed here; a stand-in prints what its --version prints.
+    await Deno.writeTextFile(
+      `${root}/containerd2`,
+      "#!/bin/sh\necho containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7\n",
+    );
+    await Deno.chmod(`${root}/containerd2`, 0o755);
+    const two = await vpcni([...args, "--containerd", `${root}/containerd2`, "--json"]);
+    assert.equal(JSON.parse(two.stdout).cniVersion.version, "1.1.0");
+
+    const missing = await vpcni([...args, "--containerd", `${root}/nope`]);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /--containerd: cannot run \S+\/nope/);
+  });
+});
+
+Deno.test("containerd --version lines parse to the version, and each maps to the CNI version it takes", () => {
+  assert.equal(
+    parseContainerdVersion(
+      "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3",
+    ),
+    "1.6.20",
+  );
+  assert.equal(
+    parseContainerdVersion(
+      "containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da",
+    ),
+    "1.7.27",
+  );
+  assert.equal(
+    parseContainerdVersion("containerd github.com/containerd/containerd/v2 v2.0.5 fb4c30d"),
+    "2.0.5",
+  );
+  assert.equal(parseContainerdVersion("crio version 1.30.0"), undefined);
+  assert.equal(containerdNewestCni("1.5.18"), "0.4.0");
+  assert.equal(containerdNewestCni("1.6.20"), "1.0.0");
+  assert.equal(containerdNewestCni("1.7.27"), "1.0.0");
+  assert.equal(containerdNewestCni("2.0.0"), "1.1.0");
 });

@@ -4,15 +4,15 @@
  * links a test needs. The same image serves as the sandbox ("pause") image and as the
  * workload image; its default command sleeps forever.
  *
- * The archive is an OCI image layout in a tar (`oci-layout`, `index.json`, `blobs/sha256/…`),
- * the format `ctr images import` reads; the image name is carried by the
- * `io.containerd.image.name` annotation. The bytes are reproducible: fixed mtimes, numeric
- * owners, sorted entries.
+ * The archive is an OCI image layout in a tar, written by tools/image/oci.ts (the same
+ * writer as vpcni's own image): reproducible bytes, importable with `ctr images import`.
  *
  * Usage: `deno run -A tools/runtime/oci_image.ts OUT.tar [NAME] [BUSYBOX]`
  *
  * @module
  */
+
+import { type OciArchive, writeOciArchive } from "../image/oci.ts";
 
 /** Where Debian's busybox-static puts its binary. */
 export const DEFAULT_BUSYBOX = "/bin/busybox";
@@ -24,39 +24,7 @@ export const DEFAULT_IMAGE_NAME = "docker.io/vpcni/busybox:runtime-test";
 export const APPLETS = ["sh", "sleep", "ping", "ip", "cat", "hostname", "ls"];
 
 /** What {@linkcode buildOciImage} produced. */
-export interface OciImage {
-  /** The archive written. */
-  path: string;
-  /** The image name inside it. */
-  name: string;
-  /** `sha256:…` of the manifest (what the runtime reports as the image's digest). */
-  manifestDigest: string;
-  /** `sha256:…` of the config (the image id). */
-  configDigest: string;
-}
-
-async function sha256Hex(bytes: Uint8Array): Promise<string> {
-  const d = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
-  return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-async function tar(args: string[]): Promise<void> {
-  const out = await new Deno.Command("tar", { args, stdout: "null", stderr: "piped" }).output();
-  if (!out.success) {
-    throw new Error(`tar ${args.join(" ")} failed: ${new TextDecoder().decode(out.stderr)}`);
-  }
-}
-
-/** tar flags that make an archive's bytes depend on its content only. */
-const REPRODUCIBLE = [
-  "--sort=name",
-  "--mtime=@0",
-  "--owner=0",
-  "--group=0",
-  "--numeric-owner",
-  "--format=posix",
-  "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime",
-];
+export type OciImage = OciArchive;
 
 /**
  * Writes the OCI archive of the busybox image to `path`. Throws naming the missing file when
@@ -75,7 +43,7 @@ export async function buildOciImage(
       `${busybox} is missing: install Debian's busybox-static (apt-get install busybox-static)`,
     );
   }
-  const work = await Deno.makeTempDir({ prefix: "vpcni-oci-" });
+  const work = await Deno.makeTempDir({ prefix: "vpcni-busybox-" });
   try {
     const rootfs = `${work}/rootfs`;
     await Deno.mkdir(`${rootfs}/bin`, { recursive: true });
@@ -85,73 +53,17 @@ export async function buildOciImage(
     for (const a of APPLETS) await Deno.symlink("busybox", `${rootfs}/bin/${a}`);
     await Deno.writeTextFile(`${rootfs}/etc/passwd`, "root:x:0:0:root:/:/bin/sh\n");
     await Deno.writeTextFile(`${rootfs}/etc/group`, "root:x:0:\n");
-    await tar([...REPRODUCIBLE, "-C", rootfs, "-cf", `${work}/layer.tar`, "."]);
-    const layer = await Deno.readFile(`${work}/layer.tar`);
-    const layerHex = await sha256Hex(layer);
-
-    const config = new TextEncoder().encode(JSON.stringify({
-      architecture: "amd64",
-      os: "linux",
+    return await writeOciArchive(path, {
+      rootfs,
+      name,
       config: {
         Env: ["PATH=/bin"],
         // busybox's sleep takes no "infinity"; this is about 68 years.
         Cmd: ["/bin/sleep", "2147483647"],
         WorkingDir: "/",
       },
-      rootfs: { type: "layers", diff_ids: [`sha256:${layerHex}`] },
-      history: [{ created_by: "vpcni tools/runtime/oci_image.ts" }],
-    }));
-    const configHex = await sha256Hex(config);
-    const manifest = new TextEncoder().encode(JSON.stringify({
-      schemaVersion: 2,
-      mediaType: "application/vnd.oci.image.manifest.v1+json",
-      config: {
-        mediaType: "application/vnd.oci.image.config.v1+json",
-        digest: `sha256:${configHex}`,
-        size: config.length,
-      },
-      layers: [{
-        mediaType: "application/vnd.oci.image.layer.v1.tar",
-        digest: `sha256:${layerHex}`,
-        size: layer.length,
-      }],
-    }));
-    const manifestHex = await sha256Hex(manifest);
-
-    const layout = `${work}/layout`;
-    const blobs = `${layout}/blobs/sha256`;
-    await Deno.mkdir(blobs, { recursive: true });
-    await Deno.writeFile(`${blobs}/${layerHex}`, layer);
-    await Deno.writeFile(`${blobs}/${configHex}`, config);
-    await Deno.writeFile(`${blobs}/${manifestHex}`, manifest);
-    await Deno.writeTextFile(
-      `${layout}/oci-layout`,
-      JSON.stringify({ imageLayoutVersion: "1.0.0" }),
-    );
-    const tag = name.slice(name.lastIndexOf(":") + 1);
-    await Deno.writeTextFile(
-      `${layout}/index.json`,
-      JSON.stringify({
-        schemaVersion: 2,
-        manifests: [{
-          mediaType: "application/vnd.oci.image.manifest.v1+json",
-          digest: `sha256:${manifestHex}`,
-          size: manifest.length,
-          platform: { architecture: "amd64", os: "linux" },
-          annotations: {
-            "io.containerd.image.name": name,
-            "org.opencontainers.image.ref.name": tag,
-          },
-        }],
-      }),
-    );
-    await tar([...REPRODUCIBLE, "-C", layout, "-cf", path, "."]);
-    return {
-      path,
-      name,
-      manifestDigest: `sha256:${manifestHex}`,
-      configDigest: `sha256:${configHex}`,
-    };
+      createdBy: "vpcni tools/runtime/oci_image.ts",
+    });
   } finally {
     await Deno.remove(work, { recursive: true }).catch(() => {});
   }
