@@ -41,14 +41,16 @@ import {
 
 /**
  * The codes a daemon refusal may carry, passed on to the runtime as they are: 3 (unknown
- * attachment on CHECK), 4 and 7 (the request or an annotation is wrong), 11 (no address
- * in time, try again), 50 and 51 (STATUS), 106 (ADD of an attachment that already holds an
- * address). Any other code — negative, not an integer, a
+ * attachment on CHECK), 4 and 7 (the request or an annotation is wrong), 5 (the daemon
+ * could not write its checkpoint; an ADD reserved nothing), 11 (no address in time, or
+ * EC2/IMDS failed: try again), 50 and 51 (STATUS), 106 (ADD of an attachment that already
+ * holds an address), 999 (a bug in the daemon, with its message; retrying will not help).
+ * Any other code — negative, not an integer, a
  * code of the spec's that means something else here (1 and 6 are the daemon's complaints
  * about the plugin's request, not about the network configuration), or one of vpcni's own —
  * becomes 102 with the plugin's message.
  */
-export const DAEMON_ERROR_CODES: readonly number[] = [3, 4, 7, 11, 50, 51, 106];
+export const DAEMON_ERROR_CODES: readonly number[] = [3, 4, 5, 7, 11, 50, 51, 106, 999];
 
 /** Bound on a daemon answer, in bytes (a GC releasing every pod of a node is ~100 KiB). */
 export const MAX_DAEMON_ANSWER_BYTES = 1024 * 1024;

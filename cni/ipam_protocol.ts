@@ -166,8 +166,10 @@ export interface IpamStatusResponse {
 
 /**
  * A refusal. `code` is a CNI error code the plugin passes on as is: 11 (try again later)
- * when no address can be had in time, 7 for an unknown pool, 3 for an unknown attachment
- * on CHECK, 50/51 for STATUS, ≥ 100 for vpcni's own codes (see README).
+ * when no address can be had in time or EC2/IMDS failed, 7 for an unknown pool, 3 for an
+ * unknown attachment on CHECK, 5 when the daemon could not write its checkpoint (an ADD then
+ * reserved nothing), 50/51 for STATUS, ≥ 100 for vpcni's own codes (see README), among them
+ * 999 for a bug in the daemon (`msg` holds its message; the stack is only in the daemon's log).
  */
 export interface IpamErrorResponse {
   ok: false;

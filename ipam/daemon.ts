@@ -358,7 +358,12 @@ async function startLocked(
         loop,
         kubelet?.stop(),
       ]);
-      await writer.save().catch(() => {});
+      await writer.save().catch((e) =>
+        log.error("the final checkpoint could not be written: {error}", {
+          stateDir: cfg.stateDir,
+          error: String(e),
+        })
+      );
       await Deno.remove(cfg.socketPath).catch(() => {});
       claim.release();
       rawCloud.close?.();
