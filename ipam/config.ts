@@ -252,20 +252,8 @@ export interface ConfigOverrides {
   podResourcesSocket?: string;
 }
 
-const ENV_KEYS: [keyof ConfigOverrides, string][] = [
-  ["clusterName", "VPCNI_CLUSTER_NAME"],
-  ["datapath", "VPCNI_DATAPATH"],
-  ["socketPath", "VPCNI_SOCKET"],
-  ["stateDir", "VPCNI_STATE_DIR"],
-  ["listen", "VPCNI_LISTEN"],
-  ["region", "AWS_REGION"],
-  ["ec2Endpoint", "VPCNI_EC2_ENDPOINT"],
-  ["imdsEndpoint", "AWS_EC2_METADATA_SERVICE_ENDPOINT"],
-  ["logLevel", "VPCNI_LOG_LEVEL"],
-  ["devicePlugin", "VPCNI_DEVICE_PLUGIN"],
-  ["devicePluginDir", "VPCNI_DEVICE_PLUGIN_DIR"],
-  ["podResourcesSocket", "VPCNI_POD_RESOURCES_SOCKET"],
-];
+/** Each knob an environment variable sets, with that variable: from the knob table. */
+const ENV_KEYS: [string, string][] = KNOBS.flatMap((k) => k.env ? [[k.knob, k.env]] : []);
 
 /**
  * Reads a config file's text as YAML (a superset of JSON); `null` when it holds no document

@@ -43,13 +43,17 @@ export function refreshMetrics(pools: PoolManager): void {
       m.poolExhausted.set({ pool, reason }, rt.exhausted?.reason === reason ? 1 : 0);
     }
   }
+  // The client's own totals only grow: copying them keeps each series a counter.
   const c = pools.ctx.cloud.callCounts();
-  for (const [action, n] of c.calls) m.ec2Calls.set({ action }, n);
+  m.ec2Calls.reset();
+  for (const [action, n] of c.calls) m.ec2Calls.inc({ action }, n);
+  m.ec2Errors.reset();
   for (const [k, n] of c.errors) {
     const [action, code] = k.split(":");
-    m.ec2Errors.set({ action, code: code ?? "Unknown" }, n);
+    m.ec2Errors.inc({ action, code: code ?? "Unknown" }, n);
   }
-  m.ec2Throttles.set(c.throttles);
+  m.ec2Throttles.reset();
+  m.ec2Throttles.inc(c.throttles);
   const mem = Deno.memoryUsage();
   m.memory.set({ kind: "rss" }, mem.rss);
   m.memory.set({ kind: "heap_used" }, mem.heapUsed);

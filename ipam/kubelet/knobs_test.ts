@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ConfigError, resolveConfig } from "../config.ts";
+import { type ConfigError, resolveConfig } from "../config.ts";
 
 Deno.test("device-plugin knobs: defaults, environment, and a bad value named", () => {
   const c = resolveConfig({}, {}, {});

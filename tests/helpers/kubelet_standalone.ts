@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { createNetns, deleteNetns, type TestNetns, uniqueName } from "./netns.ts";
+import { createNetns, deleteNetns, uniqueName } from "./netns.ts";
 import { sh } from "./sh.ts";
 import { Containerd } from "./runtime_containerd.ts";
 import { UnixGrpcClient } from "../../ipam/kubelet/grpc.ts";
