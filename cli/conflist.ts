@@ -16,7 +16,7 @@ import { parseConfig } from "../cni/config.ts";
 import { CniError } from "../cni/errors.ts";
 import { isSupportedVersion, SUPPORTED_CNI_VERSIONS } from "../cni/versions.ts";
 
-/** The daemon's socket unless configured otherwise (same as cni/ipam_protocol.ts). */
+/** The daemon's socket unless configured otherwise (same as proto/ipam.ts). */
 export const DEFAULT_SOCKET = "/run/vpcni/ipam.sock";
 
 /** Datapaths the plugin builds (see DESIGN.md). */

@@ -6,7 +6,7 @@
  * @module
  */
 import * as datapath from "./datapath/mod.ts";
-import { DatapathInputError, UnusableAddressError } from "./datapath/errors.ts";
+import { DatapathInputError, IfNameTakenError, UnusableAddressError } from "./datapath/errors.ts";
 import { type DatapathConfig, type PodAddress, VETH_POD_GATEWAY } from "./datapath/types.ts";
 import type { MainPluginConfig } from "./config.ts";
 import type { CniEnv } from "./env.ts";
@@ -87,6 +87,14 @@ async function datapathStep<T>(
         `the IPAM result gives the pod ${err.message}`,
         `tried: ${tried}; nothing was wired and the reservation is released; ` +
           "make the IPAM range hand out only addresses of the pod subnet",
+      );
+    }
+    if (e instanceof IfNameTakenError) {
+      throw new CniError(
+        ErrorCode.INVALID_ENV,
+        `CNI_IFNAME ${JSON.stringify(e.ifName)} already exists in CNI_NETNS ${e.netns}`,
+        `tried: ${tried}; nothing was wired and the reservation is released; the existing ` +
+          "interface was left alone: pick another CNI_IFNAME, or DEL the attachment that made it",
       );
     }
     if (e instanceof DatapathInputError) {

@@ -9,17 +9,7 @@
  *
  * @module
  */
-import {
-  arr,
-  cidr,
-  ipAddress,
-  num,
-  obj,
-  optional,
-  type Parser,
-  record,
-  str,
-} from "../proto/schema.ts";
+import { arr, cidr, ipAddress, num, obj, optional, type Parser, str } from "../proto/schema.ts";
 import { CniError, ErrorCode } from "./errors.ts";
 import { hasIpVersionField, hasV11Fields, requireSupportedVersion } from "./versions.ts";
 
@@ -253,6 +243,3 @@ export function mergeDns(primary?: ResultDns, secondary?: ResultDns): ResultDns 
     options: primary!.options?.length ? primary!.options : secondary!.options,
   });
 }
-
-/** Re-exported for callers that parse records of strings (annotations). */
-export const stringRecord: Parser<Record<string, string>> = record(str());

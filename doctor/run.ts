@@ -32,6 +32,7 @@ import {
   checkPermissions,
   checkThrottling,
 } from "./checks_service.ts";
+import { checkDevicePlugin, fetchDevicePluginView } from "./checks_device_plugin.ts";
 import { checkCniConfig } from "./cniconf.ts";
 import { analyseDatapath, type DatapathFindings, type DatapathSettings } from "./datapath.ts";
 import { type DoctorOptions, eniInfo, type Facts, gatherFacts } from "./facts.ts";
@@ -235,6 +236,13 @@ export async function runDoctor(o: DoctorOptions): Promise<DoctorReport> {
   ));
   checks.push(await checkCniConfig(o.conflistFile, o.binDir, o.timeoutMs));
   checks.push(checkThrottling(f, offset));
+  checks.push(
+    checkDevicePlugin(
+      f.daemon.reachable
+        ? await fetchDevicePluginView(o.daemonUrl, o.timeoutMs)
+        : "needs the daemon",
+    ),
+  );
   return {
     ok: !checks.some((c) => c.status === "fail"),
     source: f.source,

@@ -9,13 +9,17 @@
  */
 import {
   IPAM_PATH,
+  type IpamErrorResponse,
   type IpamRequest,
   type IpamResponse,
   MAX_REQUEST_BYTES,
   REQUEST_ERROR,
 } from "../proto/ipam.ts";
 import { parseIpamRequest } from "../proto/ipam_validate.ts";
-import type { PoolManager } from "./pools.ts";
+import { ErrorCode } from "../proto/errors.ts";
+import { Ec2Error, Ec2FilterError } from "../aws/ec2_errors.ts";
+import { ImdsError } from "../aws/imds.ts";
+import { CheckpointWriteError, type PoolManager } from "./pools.ts";
 import { attachmentKey } from "./node_state.ts";
 import { log } from "./log.ts";
 import { prepareSocket } from "./unix_socket.ts";
@@ -66,15 +70,34 @@ export async function answerRaw(
   try {
     return await handleIpamRequest(pools, req, cni);
   } catch (e) {
-    log.error("request {op} failed: {error}", { op: req.op, error: String(e) });
-    const answer: IpamResponse = {
-      ok: false,
-      code: 11,
-      msg: `daemon error: ${(e as Error).message}`,
-    };
+    const answer = failureAnswer(req.op, e);
     // A refusal of an invocation says its protocol, so the thin plugin passes it on.
     return req.op === "cni" ? { ...answer, version: req.version } : answer;
   }
+}
+
+/**
+ * The answer to a request that threw. EC2 or IMDS failing is transient (11: the runtime
+ * retries); a checkpoint that cannot be written is an I/O failure (5); anything else is a bug
+ * in the daemon (999, with its message): retrying cannot help, so 11 would make the runtime
+ * retry for ever. The stack goes to the daemon's log, never into the answer.
+ */
+export function failureAnswer(op: string, e: unknown): IpamErrorResponse {
+  const message = e instanceof Error ? e.message : String(e);
+  if (e instanceof CheckpointWriteError) {
+    log.error("request {op}: {error}", { op, error: message });
+    return { ok: false, code: ErrorCode.IO_FAILURE, msg: message };
+  }
+  if ((e instanceof Ec2Error && !(e instanceof Ec2FilterError)) || e instanceof ImdsError) {
+    log.warn("request {op} failed on AWS: {error}", { op, error: message });
+    return { ok: false, code: ErrorCode.TRY_AGAIN_LATER, msg: `${op}: ${message}` };
+  }
+  log.error("request {op} failed on a daemon bug: {error}", {
+    op,
+    error: message,
+    stack: e instanceof Error ? e.stack : undefined,
+  });
+  return { ok: false, code: ErrorCode.INTERNAL, msg: `daemon bug during ${op}: ${message}` };
 }
 
 /**

@@ -53,12 +53,6 @@ export interface InstanceLimits {
   ipv4PerEni: number;
 }
 
-/** An AWS error with its code, so policy can tell "subnet full" from "limit reached". */
-export interface CloudErrorLike {
-  code: string;
-  message: string;
-}
-
 /** The AWS surface the daemon uses. */
 export interface CloudApi {
   nodeMetadata(): Promise<NodeMetadata>;

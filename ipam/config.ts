@@ -12,6 +12,7 @@ import { parseSelector, SelectorSyntaxError, type TagSelector } from "./selector
 import { DEFAULT_IPAM_SOCKET } from "../proto/ipam.ts";
 import { KNOBS } from "./knobs.ts";
 import { parseIpv4Cidr } from "../netlink/ipv4.ts";
+import { DEFAULT_DEVICE_PLUGIN_DIR, DEFAULT_POD_RESOURCES_SOCKET } from "./kubelet/defaults.ts";
 
 const selectorText = z.string().superRefine((text, ctx) => {
   try {
@@ -151,6 +152,10 @@ export const configSchema = z.object({
     if (problem) ctx.addIssue({ code: "custom", message: problem });
   }).default(100),
   defaultPool: z.string().optional(),
+  // Pool capacity advertised to the kubelet (ipam/kubelet/): see KNOBS.
+  devicePlugin: z.enum(["auto", "on", "off"]).default("auto"),
+  devicePluginDir: z.string().startsWith("/").default(DEFAULT_DEVICE_PLUGIN_DIR),
+  podResourcesSocket: z.string().startsWith("/").default(DEFAULT_POD_RESOURCES_SOCKET),
   pools: z.array(poolSchema).min(1).default([{
     name: "default",
     subnets: "node",
@@ -242,19 +247,13 @@ export interface ConfigOverrides {
   ec2Endpoint?: string;
   imdsEndpoint?: string;
   logLevel?: string;
+  devicePlugin?: string;
+  devicePluginDir?: string;
+  podResourcesSocket?: string;
 }
 
-const ENV_KEYS: [keyof ConfigOverrides, string][] = [
-  ["clusterName", "VPCNI_CLUSTER_NAME"],
-  ["datapath", "VPCNI_DATAPATH"],
-  ["socketPath", "VPCNI_SOCKET"],
-  ["stateDir", "VPCNI_STATE_DIR"],
-  ["listen", "VPCNI_LISTEN"],
-  ["region", "AWS_REGION"],
-  ["ec2Endpoint", "VPCNI_EC2_ENDPOINT"],
-  ["imdsEndpoint", "AWS_EC2_METADATA_SERVICE_ENDPOINT"],
-  ["logLevel", "VPCNI_LOG_LEVEL"],
-];
+/** Each knob an environment variable sets, with that variable: from the knob table. */
+const ENV_KEYS: [string, string][] = KNOBS.flatMap((k) => k.env ? [[k.knob, k.env]] : []);
 
 /**
  * Reads a config file's text as YAML (a superset of JSON); `null` when it holds no document

@@ -41,6 +41,7 @@ import { collectGarbage } from "./memory.ts";
 import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
 import { EgressKeeper } from "./egress/keeper.ts";
+import { type KubeletLink, startKubeletLinkIfEnabled } from "./kubelet/enable.ts";
 
 export { LOCK_FILE };
 
@@ -49,6 +50,8 @@ export interface RunningDaemon {
   pools: PoolManager;
   metrics: DaemonMetrics;
   report: ReconcileReport;
+  /** The device plugin and pod-resources link, when `devicePlugin` turned it on. */
+  kubelet?: KubeletLink;
   /** Where introspection listens (useful when `listen` asked for port 0). */
   introspectionAddr: Deno.NetAddr;
   /** Runs the CNI invocations the thin plugin forwards. */
@@ -270,11 +273,16 @@ async function startLocked(
   });
   egress.sync(); // SNAT and connection marks before the first pod is served
 
+  const kubelet = await startKubeletLinkIfEnabled(pools, cfg);
+  if (kubelet) pools.poolsOfPod = (ns, name) => kubelet.poolsOfPod(ns, name);
+
   let ready = false;
   // The first CNI worker starts now, so the first pod's ADD does not wait for it.
   const cni = new CniService((body) => answerRaw(pools, body), { warm: true });
   const api = await serveUnixApi(cfg.socketPath, pools, cni);
-  const introspection = serveIntrospection(cfg.listen, cfg, pools, () => ready);
+  const introspection = serveIntrospection(cfg.listen, cfg, pools, () => ready, {
+    devicePlugin: () => kubelet?.view(),
+  });
 
   let stopping = false;
   let resolveFinished!: () => void;
@@ -343,14 +351,25 @@ async function startLocked(
     pools,
     metrics,
     report,
+    kubelet,
     introspectionAddr: introspection.addr,
     cni,
     finished,
     async stop() {
       if (stopping) return finished;
       stopping = true;
-      await Promise.allSettled([api.shutdown(), introspection.shutdown(), loop]);
-      await writer.save().catch(() => {});
+      await Promise.allSettled([
+        api.shutdown(),
+        introspection.shutdown(),
+        loop,
+        kubelet?.stop(),
+      ]);
+      await writer.save().catch((e) =>
+        log.error("the final checkpoint could not be written: {error}", {
+          stateDir: cfg.stateDir,
+          error: String(e),
+        })
+      );
       await Deno.remove(cfg.socketPath).catch(() => {});
       claim.release();
       rawCloud.close?.();

@@ -234,10 +234,12 @@ async function waitAttached(ctx: GrowthContext, created: EniDescription): Promis
  * Deletes an ENI whose detach was requested, once the detach has completed. Watched on IMDS
  * (free: the MAC leaves the node when the detach completes), so a release usually costs one
  * DeleteNetworkInterface; EC2 is polled only if IMDS cannot answer or the delete is refused
- * as still in use.
+ * as still in use. Resolves once EC2 deleted the ENI or says it does not exist
+ * (`InvalidNetworkInterfaceID.NotFound`, or absent from a describe); a describe that fails
+ * proves nothing and is asked again. Throws when the ENI is still there after 60 s.
  */
 export async function deleteDetached(
-  ctx: GrowthContext,
+  ctx: Pick<GrowthContext, "cloud" | "now">,
   eni: { id: string; mac: string },
 ): Promise<void> {
   const deadline = ctx.now() + 60_000;
@@ -258,15 +260,32 @@ export async function deleteDetached(
     if (code !== "InvalidNetworkInterface.InUse") throw e;
   }
   delay = 100;
+  let lastError: unknown;
   while (ctx.now() < deadline) {
-    const [d] = await ctx.cloud.describeEnis([eni.id]).catch(() => [] as EniDescription[]);
-    if (!d) return;
-    if (d.status === "available") {
-      await ctx.cloud.deleteEni(eni.id);
-      return;
+    let d: EniDescription | undefined;
+    try {
+      // describeEnis answers NotFound as an empty list (ipam/aws_cloud.ts): only that is gone.
+      [d] = await ctx.cloud.describeEnis([eni.id]);
+      if (!d) return;
+      if (d.status === "available") {
+        await ctx.cloud.deleteEni(eni.id);
+        return;
+      }
+    } catch (e) {
+      if (cloudErrorCode(e) === "InvalidNetworkInterfaceID.NotFound") return;
+      if (lastError === undefined) {
+        log.warn("cannot tell whether detached ENI {eniId} is gone yet, asking again: {error}", {
+          eniId: eni.id,
+          error: String(e),
+        });
+      }
+      lastError = e;
     }
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 1000);
   }
-  throw new Error(`ENI ${eni.id} still not "available" after detach`);
+  throw new Error(
+    `ENI ${eni.id} still not "available" after detach` +
+      (lastError === undefined ? "" : ` (last EC2 error: ${(lastError as Error).message})`),
+  );
 }

@@ -1,6 +1,7 @@
 /**
  * Introspection and metrics on loopback: GET /v1/pools, /v1/enis, /v1/allocations,
- * /v1/cooldowns, /v1/routed-unknown, /v1/config, /healthz, /readyz and Prometheus /metrics.
+ * /v1/cooldowns, /v1/routed-unknown, /v1/config, /v1/device-plugin, /healthz, /readyz and
+ * Prometheus /metrics.
  *
  * @module
  */
@@ -42,17 +43,27 @@ export function refreshMetrics(pools: PoolManager): void {
       m.poolExhausted.set({ pool, reason }, rt.exhausted?.reason === reason ? 1 : 0);
     }
   }
+  // The client's own totals only grow: copying them keeps each series a counter.
   const c = pools.ctx.cloud.callCounts();
-  for (const [action, n] of c.calls) m.ec2Calls.set({ action }, n);
+  m.ec2Calls.reset();
+  for (const [action, n] of c.calls) m.ec2Calls.inc({ action }, n);
+  m.ec2Errors.reset();
   for (const [k, n] of c.errors) {
     const [action, code] = k.split(":");
-    m.ec2Errors.set({ action, code: code ?? "Unknown" }, n);
+    m.ec2Errors.inc({ action, code: code ?? "Unknown" }, n);
   }
-  m.ec2Throttles.set(c.throttles);
+  m.ec2Throttles.reset();
+  m.ec2Throttles.inc(c.throttles);
   const mem = Deno.memoryUsage();
   m.memory.set({ kind: "rss" }, mem.rss);
   m.memory.set({ kind: "heap_used" }, mem.heapUsed);
   m.memory.set({ kind: "heap_total" }, mem.heapTotal);
+}
+
+/** Views of optional parts of the daemon; undefined while a part is off. */
+export interface IntrospectionExtras {
+  /** The device plugin: registration and each pool's advertised capacity. */
+  devicePlugin?: () => unknown;
 }
 
 /** Serves introspection on `listen` (loopback, checked by the config schema). */
@@ -61,6 +72,7 @@ export function serveIntrospection(
   cfg: DaemonConfig,
   pools: PoolManager,
   ready: () => boolean,
+  extras: IntrospectionExtras = {},
 ): Deno.HttpServer<Deno.NetAddr> {
   const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(listen)!;
   return Deno.serve({ hostname: m[1], port: Number(m[2]), onListen: () => {} }, async (req) => {
@@ -90,6 +102,10 @@ export function serveIntrospection(
         return Response.json([...pools.ctx.state.cooldowns.values()].filter((c) => c.until > now));
       case "/v1/config":
         return Response.json(cfg);
+      case "/v1/device-plugin": {
+        const view = extras.devicePlugin?.();
+        return Response.json(view === undefined ? { enabled: false } : { enabled: true, ...view });
+      }
       case "/metrics": {
         refreshMetrics(pools);
         return new Response(await pools.ctx.metrics.registry.metrics(), {

@@ -11,6 +11,7 @@
  */
 import { listRoutes, listRules, MAIN_TABLE, NetlinkSocket } from "../netlink/mod.ts";
 import { RULE_PRIORITY_TO_POD } from "../cni/datapath/types.ts";
+import { log } from "./log.ts";
 
 /** What the kernel can tell about the node's pods. */
 export interface KernelView {
@@ -29,6 +30,8 @@ export interface KernelView {
  * networking), or from `netnsPath` when given (the demo's and the tests' node namespaces).
  */
 export function hostKernelView(netnsPath?: string): KernelView {
+  // A read that keeps failing the same way is logged once, not on every warm-loop step.
+  let lastRoutesError: string | undefined;
   return {
     async podAlive(netns) {
       if (!netns) return undefined;
@@ -37,6 +40,10 @@ export function hostKernelView(netnsPath?: string): KernelView {
         return true;
       } catch (e) {
         if (e instanceof Deno.errors.NotFound) return false;
+        log.warn("cannot tell whether pod netns {netns} exists: {error}", {
+          netns,
+          error: String(e),
+        });
         return undefined;
       }
     },
@@ -57,8 +64,17 @@ export function hostKernelView(netnsPath?: string): KernelView {
           const ip = r.dst.slice(0, -3);
           if (viaLink.has(ip)) ips.add(ip);
         }
+        lastRoutesError = undefined;
         return Promise.resolve(ips);
-      } catch {
+      } catch (e) {
+        const error = String(e);
+        if (error !== lastRoutesError) {
+          log.warn("cannot read the routes and rules to pods from the kernel: {error}", {
+            netns: netnsPath ?? "(the daemon's own)",
+            error,
+          });
+        }
+        lastRoutesError = error;
         return Promise.resolve(undefined);
       } finally {
         sock?.close();

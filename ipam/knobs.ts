@@ -7,6 +7,7 @@
  * @module
  */
 import { DEFAULT_IPAM_SOCKET } from "../proto/ipam.ts";
+import { DEFAULT_DEVICE_PLUGIN_DIR, DEFAULT_POD_RESOURCES_SOCKET } from "./kubelet/defaults.ts";
 
 /** One documented knob. */
 export interface KnobDoc {
@@ -128,6 +129,26 @@ export const KNOBS: KnobDoc[] = [
       "route table of ENI with device index d (0–63) is routeTableBase + d; 1–189 or 256–2147483584, so no ENI lands on table 0, 253 (default), 254 (main) or 255 (local)",
   },
   { knob: "defaultPool", def: "(first pool)", doc: "pool used by pods without annotation" },
+  {
+    knob: "devicePlugin",
+    def: "auto",
+    env: "VPCNI_DEVICE_PLUGIN",
+    doc:
+      "auto | on | off: advertise each pool's room to the kubelet as `vpcni.io/<pool>` (auto: when devicePluginDir exists)",
+  },
+  {
+    knob: "devicePluginDir",
+    def: "(kubelet's)",
+    env: "VPCNI_DEVICE_PLUGIN_DIR",
+    doc:
+      `the kubelet's device-plugin directory, ${DEFAULT_DEVICE_PLUGIN_DIR} (its kubelet.sock, our vpcni-<pool>.sock)`,
+  },
+  {
+    knob: "podResourcesSocket",
+    def: "(kubelet's)",
+    env: "VPCNI_POD_RESOURCES_SOCKET",
+    doc: `the kubelet's pod-resources socket, ${DEFAULT_POD_RESOURCES_SOCKET}`,
+  },
   { knob: "pools[].name", def: "default", doc: "DNS label; annotation vpcni.io/pool names it" },
   {
     knob: "pools[].subnets",

@@ -1,6 +1,7 @@
 /**
  * Prometheus metrics of the daemon (prom-client, one registry per daemon so tests can run
- * several). Pool gauges and EC2 counters are filled at scrape time from the live state.
+ * several). Pool gauges and the EC2 counters are filled at scrape time from the live state:
+ * the EC2 client counts every call itself, so its counters are copied, not incremented.
  *
  * @module
  */
@@ -16,9 +17,9 @@ export interface DaemonMetrics {
   adds: Counter<"pool" | "result">;
   dels: Counter<"pool">;
   addWait: Histogram<"pool">;
-  ec2Calls: Gauge<"action">;
-  ec2Errors: Gauge<"action" | "code">;
-  ec2Throttles: Gauge;
+  ec2Calls: Counter<"action">;
+  ec2Errors: Counter<"action" | "code">;
+  ec2Throttles: Counter;
   enisCreated: Counter<"pool">;
   enisDeleted: Counter<"reason">;
   ipsAssigned: Counter<"pool">;
@@ -107,19 +108,19 @@ export function createMetrics(): DaemonMetrics {
       buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30],
       registers: r,
     }),
-    ec2Calls: new Gauge({
+    ec2Calls: new Counter({
       name: "vpcni_ec2_calls_total",
       help: "EC2 API calls by action",
       labelNames: ["action"],
       registers: r,
     }),
-    ec2Errors: new Gauge({
+    ec2Errors: new Counter({
       name: "vpcni_ec2_errors_total",
       help: "EC2 errors by action and code",
       labelNames: ["action", "code"],
       registers: r,
     }),
-    ec2Throttles: new Gauge({
+    ec2Throttles: new Counter({
       name: "vpcni_ec2_throttles_total",
       help: "EC2 throttles",
       registers: r,

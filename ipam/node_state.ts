@@ -29,6 +29,11 @@ export interface ManagedEni {
   prefixes: string[];
   /** Set when EC2 refused more addresses on this ENI. */
   full?: boolean;
+  /**
+   * Set while the ENI's detach is being asked for: it stays in the state (its device index
+   * taken, its addresses EC2's) until EC2 accepted the detach, but is no pool's any more.
+   */
+  releasing?: boolean;
 }
 
 /** Sizes of one pool at one instant. */
@@ -68,9 +73,9 @@ export class NodeState {
   /** Builds an empty model for one instance. */
   constructor(readonly instanceId: string) {}
 
-  /** ENIs of one pool, by device index. */
+  /** ENIs of one pool, by device index; one being released is no pool's. */
   poolEnis(pool: string): ManagedEni[] {
-    return [...this.enis.values()].filter((e) => e.pool === pool)
+    return [...this.enis.values()].filter((e) => e.pool === pool && !e.releasing)
       .sort((a, b) => a.deviceIndex - b.deviceIndex);
   }
 

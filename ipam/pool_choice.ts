@@ -1,7 +1,9 @@
 /**
  * Which pool a pod's addresses come from, read from its annotations: `vpcni.io/pool` names
  * the pool; `vpcni.io/subnet-selector` picks the pool whose subnets all match the selector
- * (the most of them wins); with neither, the default pool.
+ * (the most of them wins); with neither, the default pool. A pod that holds a device of
+ * `vpcni.io/<pool>` (the kubelet's pod-resources answer) gets that pool, and an annotation
+ * that picks another one is refused.
  *
  * @module
  */
@@ -19,10 +21,49 @@ export const ANNOTATION_SUBNET_SELECTOR = "vpcni.io/subnet-selector";
 export type PoolChoiceNode = Pick<GrowthContext, "cfg" | "az" | "primarySubnetId" | "subnets">;
 
 /**
- * Picks the pool for an ADD from its annotations among `pools` (by name, each with its
- * subnet choice); an error response (code 7) when the annotations name no usable pool.
+ * Picks the pool for an ADD among `pools` (by name, each with its subnet choice): from the
+ * pools whose `vpcni.io/<pool>` devices the pod holds (`resourcePools`, when the kubelet
+ * said), else from its annotations. An error response (code 7) when they name no usable
+ * pool, or name different pools.
  */
 export function choosePool<P extends { choice: SubnetChoice }>(
+  annotations: Record<string, string> | undefined,
+  pools: Map<string, P>,
+  ctx: PoolChoiceNode,
+  resourcePools: string[] = [],
+): P | IpamResponse {
+  if (resourcePools.length === 0) return chooseByAnnotations(annotations, pools, ctx);
+  const names = resourcePools.map((p) => `vpcni.io/${p}`).join(", ");
+  if (resourcePools.length > 1) {
+    return { ok: false, code: 7, msg: `pod requests more than one pool's resource: ${names}` };
+  }
+  const rt = pools.get(resourcePools[0]);
+  if (!rt) {
+    return {
+      ok: false,
+      code: 7,
+      msg: `pod requests resource ${names}, but no pool "${resourcePools[0]}" is configured`,
+      details: `pools: ${[...pools.keys()].join(", ")}`,
+    };
+  }
+  const named = annotations?.[ANNOTATION_POOL] ?? annotations?.[ANNOTATION_SUBNET_SELECTOR];
+  if (named === undefined) return rt;
+  const byAnnotation = chooseByAnnotations(annotations, pools, ctx);
+  if (byAnnotation === rt) return rt;
+  const key = annotations?.[ANNOTATION_POOL] !== undefined
+    ? ANNOTATION_POOL
+    : ANNOTATION_SUBNET_SELECTOR;
+  const otherName = [...pools].find(([, p]) => p === byAnnotation)?.[0];
+  const other = otherName === undefined ? "no pool" : `pool "${otherName}"`;
+  return {
+    ok: false,
+    code: 7,
+    msg: `annotation ${key}="${named}" picks ${other}, but the pod requests resource ${names}`,
+    details: "drop the annotation or make it name the same pool as the resource",
+  };
+}
+
+function chooseByAnnotations<P extends { choice: SubnetChoice }>(
   annotations: Record<string, string> | undefined,
   pools: Map<string, P>,
   ctx: PoolChoiceNode,

@@ -13,11 +13,13 @@ import { log } from "./log.ts";
 
 /**
  * Releases up to `surplus` free addresses of `pool`. An ENI is released only when none of its
- * addresses is held or cooling and all of them fit in what is left of the surplus; it leaves
- * the node state before the detach is asked for, so no ADD can take its addresses meanwhile.
- * `onEniReleased` runs after each ENI is deleted, before the next release starts (one fewer
- * ENI may end an ENI-limit exhaustion). A failed EC2 call stops the release and is thrown;
- * single addresses EC2 refused to unassign stay in use.
+ * addresses is held or cooling and all of them fit in what is left of the surplus; it is
+ * marked `releasing` before the detach is asked for, so no ADD can take its addresses
+ * meanwhile, and leaves the node state only once EC2 accepted the detach. `onEniReleased` runs
+ * after each ENI is deleted, before the next release starts (one fewer ENI may end an
+ * ENI-limit exhaustion). A failed EC2 call stops the release and is thrown; an ENI, a prefix
+ * or single addresses EC2 refused to let go stay in the pool, and the next warm-loop step
+ * tries again.
  */
 export async function releaseSurplus(
   ctx: GrowthContext,
@@ -33,11 +35,22 @@ export async function releaseSurplus(
     if (eni.primary || !eni.attachmentId) continue;
     const idle = [...eni.ips].every((ip) => state.isFree(ip, now));
     if (!idle || eni.ips.size > surplus) continue;
-    state.enis.delete(eni.id); // synchronously: no ADD can take its addresses now
-    surplus -= eni.ips.size;
+    eni.releasing = true; // synchronously: no ADD can take its addresses now
     log.info("releasing idle ENI {eniId} of pool {pool}", { eniId: eni.id, pool: name });
-    await cloud.detachEni(eni.attachmentId);
-    await deleteDetached(ctx, eni);
+    try {
+      await cloud.detachEni(eni.attachmentId);
+    } catch (e) {
+      eni.releasing = false; // still attached: its addresses serve the pool again
+      throw e;
+    }
+    surplus -= eni.ips.size;
+    try {
+      await deleteDetached(ctx, eni);
+    } finally {
+      // EC2 accepted the detach: the ENI leaves the node even if its delete failed (the
+      // leaked-ENI collector deletes an "available" ENI carrying our tags).
+      state.enis.delete(eni.id);
+    }
     metrics.enisDeleted.inc({ reason: "surplus" });
     onEniReleased();
   }
@@ -50,10 +63,18 @@ export async function releaseSurplus(
       for (const prefix of [...eni.prefixes]) {
         const addrs = eni.ips.size ? [...eni.ips].filter((ip) => ipInPrefix(ip, prefix)) : [];
         if (addrs.length > surplus || !addrs.every((ip) => state.isFree(ip, now))) continue;
+        // Out of the pool synchronously (no ADD takes them during the call), back in when EC2
+        // refuses: they are still assigned, and the next warm-loop step tries again.
         for (const ip of addrs) eni.ips.delete(ip);
         eni.prefixes = eni.prefixes.filter((p) => p !== prefix);
+        try {
+          await cloud.unassignPrefixes({ eniId: eni.id, prefixes: [prefix] });
+        } catch (e) {
+          for (const ip of addrs) eni.ips.add(ip);
+          if (!eni.prefixes.includes(prefix)) eni.prefixes.push(prefix);
+          throw e;
+        }
         surplus -= addrs.length;
-        await cloud.unassignPrefixes({ eniId: eni.id, prefixes: [prefix] });
         metrics.ipsUnassigned.inc({ pool: name }, addrs.length);
       }
       continue;

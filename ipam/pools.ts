@@ -47,6 +47,22 @@ export interface PoolRuntime {
 
 const RATE_WINDOW_MS = 10_000;
 
+/**
+ * A DEL or GC released addresses in memory but the checkpoint could not be written: the
+ * release holds (the address is no pod's any more), and the disk shows it held until the next
+ * write that succeeds. Answered with code 5.
+ */
+export class CheckpointWriteError extends Error {
+  /** `what` says what was changed in memory. */
+  constructor(what: string, stateDir: string, cause: unknown) {
+    super(
+      `${what}, but writing the checkpoint in ${stateDir} failed: ${(cause as Error).message}`,
+      { cause },
+    );
+    this.name = "CheckpointWriteError";
+  }
+}
+
 /** Everything the manager needs besides the growth context. */
 export interface PoolManagerOptions {
   ctx: GrowthContext;
@@ -89,9 +105,21 @@ export class PoolManager {
     };
   }
 
-  /** Picks the pool for an ADD from its annotations; an error response when it cannot. */
-  resolvePool(annotations: Record<string, string> | undefined): PoolRuntime | IpamResponse {
-    return choosePool(annotations, this.pools, this.ctx);
+  /**
+   * Which `vpcni.io/<pool>` devices a pod holds, when the daemon talks to the kubelet
+   * (ipam/kubelet/); undefined (or an undefined answer) leaves the choice to annotations.
+   */
+  poolsOfPod?: (namespace: string, name: string) => Promise<string[] | undefined>;
+
+  /**
+   * Picks the pool for an ADD from the pod's devices (`resourcePools`) and annotations; an
+   * error response when it cannot.
+   */
+  resolvePool(
+    annotations: Record<string, string> | undefined,
+    resourcePools?: string[],
+  ): PoolRuntime | IpamResponse {
+    return choosePool(annotations, this.pools, this.ctx, resourcePools);
   }
 
   /**
@@ -130,7 +158,10 @@ export class PoolManager {
     if (req.annotations?.[ANNOTATION_SUBNET_SELECTOR] !== undefined) {
       await this.ctx.ensureSubnetsDescribed?.();
     }
-    const rt = this.resolvePool(req.annotations);
+    const resourcePools = this.poolsOfPod && req.podNamespace && req.podName
+      ? await this.poolsOfPod(req.podNamespace, req.podName)
+      : undefined;
+    const rt = this.resolvePool(req.annotations, resourcePools);
     if (!("cfg" in rt)) return rt;
     const pool = rt.cfg.name;
     const start = performance.now();
@@ -156,7 +187,8 @@ export class PoolManager {
           netns: req.netns,
         });
         if (rec) {
-          await this.#o.save();
+          const unsaved = await this.#saveOrUndo(key, rec);
+          if (unsaved) return unsaved;
           const secs = (performance.now() - start) / 1000;
           this.ctx.metrics.addWait.observe({ pool }, waited ? secs : 0);
           this.ctx.metrics.adds.inc({ pool, result: waited ? "waited" : "fast" });
@@ -199,6 +231,39 @@ export class PoolManager {
     return { ok: false, code: 11, msg: `no free address in pool ${pool}`, details: why };
   }
 
+  /**
+   * Writes the checkpoint after `take`. When the write fails the take is undone (the address
+   * is free again, as it still is on disk) and the ADD gets code 5: answering success for an
+   * allocation the disk does not hold would let a restart hand the address out twice.
+   */
+  async #saveOrUndo(key: string, rec: AllocationRecord): Promise<IpamResponse | undefined> {
+    try {
+      await this.#o.save();
+      return undefined;
+    } catch (e) {
+      // Only this attachment's own record is dropped: a DEL that came meanwhile already did.
+      if (this.ctx.state.allocations.get(key) === rec) {
+        this.ctx.state.release(key, this.ctx.now(), 0);
+        this.#notify(this.pools.get(rec.pool)!);
+      }
+      const stateDir = this.ctx.cfg.stateDir;
+      log.error("ADD {containerId} not served: the checkpoint could not be written: {error}", {
+        containerId: rec.containerId,
+        ip: rec.ip,
+        stateDir,
+        error: String(e),
+      });
+      return {
+        ok: false,
+        code: ErrorCode.IO_FAILURE,
+        msg: `could not record ${rec.ip} for container ${rec.containerId} interface ` +
+          `${rec.ifName}: writing the checkpoint in ${stateDir} failed: ${(e as Error).message}`,
+        details: `${rec.ip} was not handed out and is free again; the daemon needs ${stateDir} ` +
+          "writable (is the disk full or read-only?)",
+      };
+    }
+  }
+
   #waitChange(rt: PoolRuntime, ms: number, growth: Promise<void> | undefined): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
@@ -224,7 +289,7 @@ export class PoolManager {
       for (const r of rt ? [rt] : this.pools.values()) this.#notify(r);
     }
     const a = this.#release(key);
-    if (a) await this.#o.save();
+    if (a) await this.#saveReleases(`DEL released ${a.ip}`);
     return a ? [this.podAllocation(a)] : [];
   }
 
@@ -263,8 +328,19 @@ export class PoolManager {
       const r = this.#release(key);
       if (r) released.push(this.podAllocation(r));
     }
-    if (released.length > 0) await this.#o.save();
+    if (released.length > 0) {
+      await this.#saveReleases(`GC released ${released.map((r) => r.ip).join(", ")}`);
+    }
     return released;
+  }
+
+  /** Writes the checkpoint after releases; a failed write is a {@linkcode CheckpointWriteError}. */
+  async #saveReleases(what: string): Promise<void> {
+    try {
+      await this.#o.save();
+    } catch (e) {
+      throw new CheckpointWriteError(what, this.ctx.cfg.stateDir, e);
+    }
   }
 
   /** The protocol's view of an allocation. */

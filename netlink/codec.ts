@@ -9,9 +9,7 @@
 
 /** Size of `struct nlmsghdr`. */
 export const NLMSG_HDRLEN = 16;
-/** Message types shared by every netlink family. */
-export const NLMSG_NOOP = 1;
-/** An error or, with error 0, an ack. */
+/** An error or, with error 0, an ack (a message type shared by every netlink family). */
 export const NLMSG_ERROR = 2;
 /** End of a multipart dump. */
 export const NLMSG_DONE = 3;
@@ -304,10 +302,6 @@ export function getU16(b: Uint8Array): number {
 /** Reads a u32 attribute payload. */
 export function getU32(b: Uint8Array): number {
   return (b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)) >>> 0;
-}
-/** Reads an i32 attribute payload. */
-export function getI32(b: Uint8Array): number {
-  return b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24);
 }
 /** Reads a (possibly NUL-terminated) string attribute payload. */
 export function getString(b: Uint8Array): string {

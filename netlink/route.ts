@@ -25,8 +25,6 @@ import { checkIfName, checkMtu, checkU32 } from "./validate.ts";
 
 /** The main routing table. */
 export const MAIN_TABLE = 254;
-/** The local routing table. */
-export const LOCAL_TABLE = 255;
 
 /** A route as the kernel reports it. */
 export interface Route {

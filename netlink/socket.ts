@@ -34,7 +34,7 @@ import {
   parseErrorMessage,
   parseMessages,
 } from "./codec.ts";
-import { errorFromErrno, lastError, type NetlinkError } from "./errors.ts";
+import { errorFromErrno, lastError, NetlinkError } from "./errors.ts";
 import { inNetns } from "./netns.ts";
 
 /** The kernel never sends a netlink datagram larger than 32 KiB to us; leave room. */
@@ -43,8 +43,8 @@ const RECV_SIZE_BIG = BigInt(RECV_SIZE);
 const MSG_TRUNC = 0x20;
 /** Requests in flight at once when pipelining: keeps the acks well inside the rcvbuf. */
 const PIPELINE_WINDOW = 64;
-/** A dump that raced with a change is retried this many times. */
-const DUMP_RETRIES = 5;
+/** Passes of one dump the kernel may mark interrupted before it is given up. */
+export const DUMP_ATTEMPTS = 5;
 
 let recvBuf: Uint8Array | undefined;
 
@@ -52,6 +52,83 @@ function setIntOption(fd: number, level: number, name: number, value: number): b
   const v = new Uint8Array(4);
   new DataView(v.buffer).setInt32(0, value, true);
   return libc().setsockopt(fd, level, name, v, 4) === 0;
+}
+
+/**
+ * Every pass of a dump came back marked interrupted (NLM_F_DUMP_INTR): the table kept
+ * changing while the kernel walked it, so no consistent copy could be read. errno is EINTR.
+ */
+export class DumpInterruptedError extends NetlinkError {
+  /** Passes made, each of them interrupted. */
+  readonly attempts: number;
+
+  /** Builds the error for the dump `op` (e.g. "RTM_GETROUTE"). */
+  constructor(op: string, attempts: number) {
+    super({ errno: EINTR, op });
+    this.message = `${op} dump: the kernel marked all ${attempts} passes interrupted ` +
+      "(NLM_F_DUMP_INTR: the table changed while it was read); no consistent copy was read";
+    this.attempts = attempts;
+  }
+}
+
+/** One pass over a dump: the entries kept and whether the kernel marked it interrupted. */
+export interface DumpPass<T> {
+  entries: T[];
+  interrupted: boolean;
+}
+
+/**
+ * Runs `pass` until a dump comes back whole. A pass the kernel marked interrupted (its
+ * entries may miss or repeat objects) is thrown away and the dump asked for again, at most
+ * `attempts` times in all; then {@linkcode DumpInterruptedError}, never a partial table.
+ */
+export function untilWholeDump<T>(
+  op: string,
+  pass: () => DumpPass<T>,
+  attempts = DUMP_ATTEMPTS,
+): T[] {
+  for (let i = 1;; i++) {
+    const p = pass();
+    if (!p.interrupted) return p.entries;
+    if (i >= attempts) throw new DumpInterruptedError(op, attempts);
+  }
+}
+
+/**
+ * Reads the replies to the dump request `seq` until NLMSG_DONE: `receive` gives the messages
+ * of the next datagram, `parse` keeps an entry (undefined skips it), `fail` turns an
+ * NLMSG_ERROR into its typed error (undefined for an ack). Replies to other requests are
+ * skipped. Interrupted when any reply carries NLM_F_DUMP_INTR.
+ */
+export function readDumpPass<T>(
+  receive: () => NetlinkMessage[],
+  seq: number,
+  op: string,
+  parse: (msg: NetlinkMessage) => T | undefined,
+  fail: (msg: NetlinkMessage) => NetlinkError | undefined,
+): DumpPass<T> {
+  const entries: T[] = [];
+  let interrupted = false;
+  for (;;) {
+    for (const msg of receive()) {
+      if (msg.seq !== seq) continue;
+      if (msg.flags & NLM_F_DUMP_INTR) interrupted = true;
+      if (msg.type === NLMSG_DONE) {
+        if (msg.data.length >= 4) {
+          const code = -new DataView(msg.data.buffer, msg.data.byteOffset).getInt32(0, true);
+          if (code > 0) throw errorFromErrno({ errno: code, op });
+        }
+        return { entries, interrupted };
+      }
+      if (msg.type === NLMSG_ERROR) {
+        const err = fail(msg);
+        if (err) throw err;
+        continue;
+      }
+      const v = parse(msg);
+      if (v !== undefined) entries.push(v);
+    }
+  }
 }
 
 /** One request of a pipelined batch. */
@@ -199,40 +276,17 @@ export class NetlinkSocket {
 
   /**
    * Dumps a table (the message must carry NLM_F_DUMP) and keeps what `parse` returns for each
-   * entry (undefined skips it). A dump the kernel marks interrupted is retried.
+   * entry (undefined skips it). A dump the kernel marks interrupted is asked for again, up to
+   * {@linkcode DUMP_ATTEMPTS} passes, then {@linkcode DumpInterruptedError}.
    */
   dump<T>(message: MessageBuilder, parse: (msg: NetlinkMessage) => T | undefined): T[] {
-    for (let attempt = 0;; attempt++) {
+    const head = message.finish(0);
+    const op = messageTypeName(new DataView(head.buffer, head.byteOffset).getUint16(4, true));
+    return untilWholeDump(op, () => {
       const seq = this.nextSeq();
-      const bytes = message.finish(seq);
-      const op = messageTypeName(new DataView(bytes.buffer, bytes.byteOffset).getUint16(4, true));
-      this.send(bytes, op);
-      const out: T[] = [];
-      let interrupted = false;
-      let done = false;
-      while (!done) {
-        for (const msg of this.receive(op)) {
-          if (msg.seq !== seq) continue;
-          if (msg.flags & NLM_F_DUMP_INTR) interrupted = true;
-          if (msg.type === NLMSG_DONE) {
-            done = true;
-            if (msg.data.length >= 4) {
-              const code = -new DataView(msg.data.buffer, msg.data.byteOffset).getInt32(0, true);
-              if (code > 0) throw errorFromErrno({ errno: code, op });
-            }
-            break;
-          }
-          if (msg.type === NLMSG_ERROR) {
-            const err = this.fail(msg);
-            if (err) throw err;
-            continue;
-          }
-          const v = parse(msg);
-          if (v !== undefined) out.push(v);
-        }
-      }
-      if (!interrupted || attempt >= DUMP_RETRIES) return out;
-    }
+      this.send(message.finish(seq), op);
+      return readDumpPass(() => this.receive(op), seq, op, parse, (msg) => this.fail(msg));
+    });
   }
 
   /**

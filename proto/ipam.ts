@@ -196,8 +196,10 @@ export interface IpamStatusResponse {
 
 /**
  * A refusal. `code` is a CNI error code the plugin passes on as is: 11 (try again later)
- * when no address can be had in time, 7 for an unknown pool, 3 for an unknown attachment
- * on CHECK, 50/51 for STATUS, ≥ 100 for vpcni's own codes (see README).
+ * when no address can be had in time or EC2/IMDS failed, 7 for an unknown pool, 3 for an
+ * unknown attachment on CHECK, 5 when the daemon could not write its checkpoint (an ADD then
+ * reserved nothing), 50/51 for STATUS, ≥ 100 for vpcni's own codes (see README), among them
+ * 999 for a bug in the daemon (`msg` holds its message; the stack is only in the daemon's log).
  */
 export interface IpamErrorResponse {
   ok: false;
@@ -236,20 +238,24 @@ export const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
 
 /**
  * The codes a daemon refusal may carry, passed on to the runtime as they are: 3 (unknown
- * attachment on CHECK), 4 and 7 (the request or an annotation is wrong), 11 (no address
- * in time, try again), 50 and 51 (STATUS), 106 (ADD of an attachment that already holds an
- * address). Any other code — negative, not an integer, a code of the spec's that means
- * something else here (1 and 6 are the daemon's complaints about the plugin's request, not
- * about the network configuration), or one of vpcni's own — is a protocol error (102).
+ * attachment on CHECK), 4 and 7 (the request or an annotation is wrong), 5 (the daemon could
+ * not write its checkpoint; an ADD reserved nothing), 11 (no address in time, or EC2/IMDS
+ * failed: try again), 50 and 51 (STATUS), 106 (ADD of an attachment that already holds an
+ * address), 999 (a bug in the daemon, with its message; retrying will not help). Any other
+ * code — negative, not an integer, a code of the spec's that means something else here (1 and
+ * 6 are the daemon's complaints about the plugin's request, not about the network
+ * configuration), or one of vpcni's own — is a protocol error (102).
  */
 export const DAEMON_ERROR_CODES: readonly number[] = [
   ErrorCode.UNKNOWN_CONTAINER,
   ErrorCode.INVALID_ENV,
+  ErrorCode.IO_FAILURE,
   ErrorCode.INVALID_CONFIG,
   ErrorCode.TRY_AGAIN_LATER,
   ErrorCode.PLUGIN_NOT_AVAILABLE,
   ErrorCode.PLUGIN_NOT_AVAILABLE_LIMITED,
   ErrorCode.ATTACHMENT_EXISTS,
+  ErrorCode.INTERNAL,
 ];
 
 /** The codes the daemon uses for a request it cannot read. */

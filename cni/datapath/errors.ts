@@ -35,3 +35,12 @@ export class UnusableAddressError extends DatapathInputError {
     this.name = "UnusableAddressError";
   }
 }
+
+/** `CNI_IFNAME` already names a link in the pod's netns: ADD would clash with it. */
+export class IfNameTakenError extends DatapathInputError {
+  /** `ifName` is the pod interface asked for, `netns` the pod netns that has it. */
+  constructor(readonly ifName: string, readonly netns: string) {
+    super(`interface ${ifName} already exists in ${netns}`);
+    this.name = "IfNameTakenError";
+  }
+}

@@ -7,6 +7,7 @@
  * @module
  */
 import {
+  findLink,
   getLink,
   listAddresses,
   listRoutes,
@@ -17,7 +18,12 @@ import {
 import { applyPlan, type Sockets } from "./apply.ts";
 import { checkPlan, routeProblem } from "./check.ts";
 import { deleteHostVeth, deletePodLinks, deletePodRules, podIpOfHostVeth } from "./detach.ts";
-import { DatapathError, DatapathInputError, UnusableAddressError } from "./errors.ts";
+import {
+  DatapathError,
+  DatapathInputError,
+  IfNameTakenError,
+  UnusableAddressError,
+} from "./errors.ts";
 import {
   eniAddress,
   eniLink,
@@ -43,7 +49,12 @@ import type {
 import { validateAttachment, validateConfig, validateDetachment } from "./validate.ts";
 
 export * from "./types.ts";
-export { DatapathError, DatapathInputError, UnusableAddressError } from "./errors.ts";
+export {
+  DatapathError,
+  DatapathInputError,
+  IfNameTakenError,
+  UnusableAddressError,
+} from "./errors.ts";
 export { isOwnNetns, unusableAddressReason } from "./guard.ts";
 export { hostVethName } from "./naming.ts";
 
@@ -105,8 +116,9 @@ function refuseNodeAddress(s: Sockets, cfg: DatapathConfig, ip: string): void {
  * is done first (idempotent, shared with other pods, never undone; the ENI link's MTU is
  * never changed, the pod gets at most that MTU). On any failure everything this call made
  * for the pod is removed before the error is thrown. Refused before anything changes: an
- * address no pod may have ({@linkcode UnusableAddressError}) and a pod netns that is the
- * node's own.
+ * address no pod may have ({@linkcode UnusableAddressError}), a pod netns that is the
+ * node's own, and a `CNI_IFNAME` the pod's netns already has ({@linkcode IfNameTakenError}:
+ * that link is not ours, so nothing may touch it).
  */
 export function attachPod(cfg: DatapathConfig, pod: PodAttachment): AttachResult {
   validateConfig(cfg);
@@ -118,6 +130,7 @@ export function attachPod(cfg: DatapathConfig, pod: PodAttachment): AttachResult
   validateAttachment(pod);
   return withSockets(pod.netns, (s) => {
     refuseNodeAddress(s, cfg, pod.address.ip);
+    if (findLink(s.pod, pod.ifName)) throw new IfNameTakenError(pod.ifName, pod.netns);
     ensureHostSysctls();
     if (pod.address.eni) ensureEni(s.host, cfg, pod.address.eni);
     const podCfg = boundedConfig(s, cfg, pod);

@@ -196,9 +196,11 @@ Deno.test("vpcni main plugin: a second ADD of a live attachment is refused, the 
     assert.equal(check.code, 0, check.stdout + check.stderr);
 
     // A different container into the live pod's netns: the daemon reserves, the datapath
-    // finds eth0 taken, and the rollback releases only that new reservation.
+    // finds eth0 taken (code 4 naming CNI_IFNAME), and the rollback releases only that new
+    // reservation; the live pod's eth0 is left alone.
     const clash = await runVpcni(node, env("ADD", "main-clash", podA), conf);
-    assert.equal(clash.json?.code, 100, clash.stdout);
+    assert.equal(clash.json?.code, 4, clash.stdout);
+    assert.match(String(clash.json?.msg), /^CNI_IFNAME "eth0" already exists in CNI_NETNS /);
     assert.match(String(clash.json?.details), /^tried: attach of container main-clash/);
     noStack(clash);
     assert.equal(await held(stack, network, "main-clash"), "code 3");

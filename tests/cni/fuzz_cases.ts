@@ -45,24 +45,7 @@ export interface FuzzCase {
   stdin: string;
   /** Codes the plugin may answer with. */
   codes: number[];
-  /** Mutation kinds whose checks live elsewhere (see AWAITING_ATTACHMENT_FIXES). */
-  awaiting: string[];
 }
-
-/**
- * Mutation kinds whose refusal comes from the attachment rules (cni/README.md, "Attachments"):
- * a second ADD of a live attachment, a GC without cni.dev/valid-attachments, addresses no pod
- * may have. (A pod MTU below the node's links is not among them: the pod gets it and the ENI
- * keeps its own, which tests/cni/pod_bounds_test.ts checks; it is not an error.)
- */
-export const AWAITING_ATTACHMENT_FIXES: readonly string[] = [
-  "second ADD of the live attachment",
-  "GC without cni.dev/valid-attachments",
-  "ipam.type loopback",
-];
-
-/** Kinds of {@linkcode AWAITING_ATTACHMENT_FIXES} that are checked: all of them. */
-export const ENABLED_AWAITING: readonly string[] = [...AWAITING_ATTACHMENT_FIXES];
 
 /** A seeded PRNG (mulberry32). */
 export function rng(seed: number): () => number {
@@ -140,12 +123,10 @@ export function fuzzCase(seed: number, index: number, w: FuzzWorld): FuzzCase {
   const n = r() < 0.75 ? 1 : 2;
   for (let i = 0; i < n; i++) chosen.push(pick(invalid));
   const codes = new Set<number>();
-  const awaiting: string[] = [];
   for (const m of chosen) {
     if (m.fresh) d.fresh = true;
     m.apply(d, w, pick);
     for (const c of m.codes) codes.add(c);
-    if (AWAITING_ATTACHMENT_FIXES.includes(m.name)) awaiting.push(m.name);
   }
   // A fresh attachment only where the mutations left the live pod's id in place; in a
   // netns of its own, since a DEL removes CNI_IFNAME from CNI_NETNS whoever asks.
@@ -174,6 +155,5 @@ export function fuzzCase(seed: number, index: number, w: FuzzWorld): FuzzCase {
     env,
     stdin: d.rawStdin ?? JSON.stringify(d.conf),
     codes: [...codes],
-    awaiting,
   };
 }

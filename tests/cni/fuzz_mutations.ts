@@ -363,7 +363,7 @@ export function invalidMutations(w: FuzzWorld): Mutation[] {
         (d.conf.ipam as Conf).daemonSocket = w.deadSocket;
       },
     },
-    // Kinds whose checks come with the attachment fixes (AWAITING_ATTACHMENT_FIXES).
+    // Kinds refused by the attachment rules (cni/README.md, "Attachments").
     {
       name: "second ADD of the live attachment",
       verbs: ["ADD"],

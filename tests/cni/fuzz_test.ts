@@ -32,7 +32,7 @@ import {
 import { type PluginIo, runPlugin } from "../../cni/plugin.ts";
 import { makeNode, NODE_ENI_MAC, type TestNode } from "./harness.ts";
 import { runBounded, STACK_TRACE, withInstalledPlugin } from "./refusal.ts";
-import { ENABLED_AWAITING, type FuzzCase, fuzzCase, type FuzzWorld } from "./fuzz_cases.ts";
+import { type FuzzCase, fuzzCase, type FuzzWorld } from "./fuzz_cases.ts";
 
 const SEED = Number(Deno.env.get("VPCNI_FUZZ_SEED") ?? Math.floor(Math.random() * 2 ** 31));
 const CASES = Number(Deno.env.get("VPCNI_FUZZ_CASES") ?? 10_000);
@@ -41,6 +41,17 @@ const ONLY = Deno.env.get("VPCNI_FUZZ_CASE");
 const SPAWNS = Math.min(320, CASES);
 /** A case answering later than this hung (the daemon timeout in the cases is 3 s). */
 const CASE_BOUND_MS = 10_000;
+
+/**
+ * The reference loopback plugin, run as the delegated IPAM plugin by the "ipam.type loopback"
+ * cases, sets `lo` up on ADD and down on the DEL that vpcni's refusal sends it: its own doing
+ * in the pod's netns, not vpcni's. Puts `lo` back up before the netns is compared.
+ */
+function restoreLoopback(c: FuzzCase, netns: string): void {
+  if (!c.mutations.includes("ipam.type loopback")) return;
+  new Deno.Command("nsenter", { args: [`--net=${netns}`, "ip", "link", "set", "lo", "up"] })
+    .outputSync();
+}
 
 /** A daemon stand-in in a worker (see the module comment). */
 function workerDaemon() {
@@ -211,18 +222,10 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
     const liveBefore = netlinkState(live.path);
     const otherBefore = netlinkState(other.path);
 
-    // The reference loopback plugin, run as the delegated IPAM plugin, sets `lo` up on ADD
-    // and down on the DEL that vpcni's refusal sends it: its own doing in the pod's netns,
-    // not vpcni's. Put `lo` back before comparing.
-    const restoreLo = () =>
-      new Deno.Command("nsenter", {
-        args: [`--net=${other.path}`, "ip", "link", "set", "lo", "up"],
-      }).outputSync();
     let ran = 0;
     let pluginMs = 0;
     let checkMs = 0;
     let slowest = { ms: 0, index: -1 };
-    let skipped = 0;
     const byCode = new Map<number, number>();
     const spawnCases: FuzzCase[] = [];
     const started = performance.now();
@@ -231,14 +234,10 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
       stderr += new TextDecoder().decode(b);
       return b.length;
     };
-    // CASES checked cases (awaiting kinds do not count), or the one case to replay.
+    // CASES cases, or the one case to replay.
     const first = ONLY !== undefined ? Number(ONLY) : 0;
     for (let i = first; ONLY !== undefined ? i === first : ran < CASES; i++) {
       const c = fuzzCase(SEED, i, world);
-      if (c.awaiting.some((k) => !ENABLED_AWAITING.includes(k))) {
-        skipped++;
-        continue;
-      }
       let stdout = "";
       stderr = "";
       const io: PluginIo = {
@@ -266,7 +265,7 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
       }
       checkMs += performance.now() - t0 - ms;
       ran++;
-      if (c.mutations.includes("ipam.type loopback")) restoreLo();
+      restoreLoopback(c, other.path);
       if (
         (c.env.CNI_NETNS === other.path || ran % 100 === 0) &&
         netlinkState(other.path) !== otherBefore
@@ -295,7 +294,7 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
           const r = await runBounded(installedNode, c.env, c.stdin, CASE_BOUND_MS);
           assert.ok(!r.killed, replay(c, r.stdout, "the process hung"));
           checkAnswer(c, r.code, r.stdout, r.stderr);
-          if (c.mutations.includes("ipam.type loopback")) restoreLo();
+          restoreLoopback(c, other.path);
         }),
       );
       if (netlinkState() !== nodeBefore || netlinkState(live.path) !== liveBefore) {
@@ -310,9 +309,7 @@ Deno.test("fuzz: generated bad requests are refused with the spec's error and ch
     console.log(
       `fuzz seed ${SEED}: ${ran} cases in-process in ${(inProcessMs / 1000).toFixed(1)} s, ` +
         `${spawnCases.length} as processes in ${(spawnMs / 1000).toFixed(1)} s, ` +
-        `${skipped} awaiting the attachment fixes; in the plugin ${
-          (pluginMs / 1000).toFixed(1)
-        } s ` +
+        `in the plugin ${(pluginMs / 1000).toFixed(1)} s ` +
         `(slowest case ${slowest.index}: ${slowest.ms.toFixed(0)} ms), checks ` +
         `${(checkMs / 1000).toFixed(1)} s; codes ${
           JSON.stringify(Object.fromEntries([...byCode].sort((a, b) => a[0] - b[0])))

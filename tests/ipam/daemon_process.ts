@@ -45,22 +45,34 @@ export async function writeChildConfig(
       leakedEniGraceSeconds: 0,
       ec2ResyncSeconds: 1,
       logLevel: "info",
+      // A kubelet on the test machine must not see these daemons.
+      devicePlugin: "off",
       ...extra,
     }),
   );
   return path;
 }
 
-/** Starts `vpcni serve --config <path>`; stderr goes to `<root>/daemon.log`. */
+/**
+ * Starts `vpcni serve --config <path>`; stderr goes to `<root>/daemon.log`. `wrapper` is a
+ * command that ends by exec'ing its arguments (e.g. `unshare …`): the daemon then runs with
+ * the child's pid.
+ */
 export function spawnDaemon(
   root: string,
   configPath: string,
   port: number,
   env: Record<string, string> = {},
+  wrapper: string[] = [],
 ): DaemonProcess {
   const log = Deno.openSync(`${root}/daemon.log`, { append: true, create: true });
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--no-check", MAIN, "serve", "--config", configPath],
+  const argv = [
+    ...wrapper,
+    Deno.execPath(),
+    ...["run", "-A", "--no-check", MAIN, "serve", "--config", configPath],
+  ];
+  const child = new Deno.Command(argv[0], {
+    args: argv.slice(1),
     env: { AWS_ACCESS_KEY_ID: "test", AWS_SECRET_ACCESS_KEY: "test", ...env },
     stdin: "null",
     stdout: "null",

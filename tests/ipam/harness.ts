@@ -98,6 +98,8 @@ export function testConfig(root: string, extra: Record<string, unknown> = {}) {
       leakedEniGraceSeconds: 0,
       ec2ResyncSeconds: 1,
       addTimeoutSeconds: 20,
+      // A kubelet on the test machine must not see these daemons; device-plugin tests opt in.
+      devicePlugin: "off",
       ...extra,
     },
     {},

@@ -13,6 +13,7 @@ import { parseConfig } from "../../cni/config.ts";
 import { resolveConfig } from "../../ipam/config.ts";
 import { parseConflist } from "../../cli/conflist.ts";
 import { run } from "../helpers/sh.ts";
+import { editedExample } from "../helpers/k8s_workloads.ts";
 import { PEERS_BIN } from "../helpers/peers.ts";
 
 const examples = new URL("../../examples/", import.meta.url).pathname;
@@ -157,4 +158,93 @@ Deno.test("the DaemonSet's install flags and the bootstrap's commands are accept
   } finally {
     await Deno.remove(root, { recursive: true });
   }
+});
+
+/** `<n>Mi` / `<n>Gi` in MiB. */
+function mebibytes(q: string): number {
+  const m = /^(\d+)(Mi|Gi)$/.exec(q);
+  assert.ok(m, `memory quantity ${q} in Mi or Gi`);
+  return Number(m[1]) * (m[2] === "Gi" ? 1024 : 1);
+}
+
+Deno.test("the DaemonSet runs on linux/amd64 nodes only, with memory sized from bench's RSS figures", () => {
+  const docs = parseAllDocuments(
+    Deno.readTextFileSync(`${examples}kubernetes/vpcni-daemonset.yaml`),
+  ).map((d) => d.toJS());
+  const spec = docs[2].spec.template.spec;
+  const terms = spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+    .nodeSelectorTerms;
+  assert.deepEqual(terms, [{
+    matchExpressions: [
+      { key: "kubernetes.io/os", operator: "In", values: ["linux"] },
+      { key: "kubernetes.io/arch", operator: "In", values: ["amd64"] },
+    ],
+  }]);
+  // The daemon's measured RSS, before and after an hour of churn, per V8 flag set.
+  const results = Deno.readTextFileSync(`${repo}bench/RESULTS.md`);
+  const rss = [...results.matchAll(/\| ([\d.]+) MiB +\| ([\d.]+) MiB +\|\s*$/gm)]
+    .flatMap((m) => [Number(m[1]), Number(m[2])]);
+  assert.ok(rss.length >= 4, "bench/RESULTS.md has the daemon's RSS table");
+  const peak = Math.max(...rss);
+  const { requests, limits } = spec.containers[0].resources;
+  assert.ok(mebibytes(requests.memory) >= peak, `request ${requests.memory} ≥ peak ${peak} MiB`);
+  assert.ok(
+    mebibytes(limits.memory) >= 1.5 * peak,
+    `limit ${limits.memory} leaves headroom over the ${peak} MiB peak`,
+  );
+  for (const c of [...spec.initContainers, ...spec.containers]) {
+    assert.equal(c.image, docs[2].spec.template.spec.containers[0].image, "one image for both");
+  }
+  // Off EC2, AWS keys come from a Secret that need not exist on EC2.
+  assert.deepEqual(spec.containers[0].envFrom, [
+    { secretRef: { name: "vpcni-aws-credentials", optional: true } },
+  ]);
+  // The kubelet's sockets for pool capacity (device plugins) and each pod's pool.
+  const hostPaths = Object.fromEntries(
+    spec.volumes.filter((v: { hostPath?: unknown }) => v.hostPath).map((
+      v: { name: string; hostPath: { path: string } },
+    ) => [v.name, v.hostPath.path]),
+  );
+  assert.equal(hostPaths["device-plugins"], "/var/lib/kubelet/device-plugins");
+  assert.equal(hostPaths["pod-resources"], "/var/lib/kubelet/pod-resources");
+});
+
+Deno.test("the sed in the DaemonSet's header points the daemon at other endpoints, and nothing else changes", async () => {
+  const path = `${examples}kubernetes/vpcni-daemonset.yaml`;
+  const text = Deno.readTextFileSync(path);
+  const header = text.split("\n").filter((l) => l.startsWith("#")).join("\n");
+  const exprs = [...header.matchAll(/-e '([^']+)'/g)].map((m) => m[1]);
+  assert.equal(exprs.length, 3, "two endpoint edits and the datapath edit");
+  const r = await run(["sed", ...exprs.flatMap((e) => ["-e", e]), path]);
+  assert.equal(r.code, 0, r.stderr);
+  const edited = parseAllDocuments(r.stdout).map((d) => d.toJS());
+  const cfg = resolveConfig(
+    parseAllDocuments(edited[1].data["config.yaml"])[0].toJS(),
+    {},
+    {},
+    "edited ConfigMap",
+  );
+  assert.equal(cfg.ec2Endpoint, "http://127.0.0.1:8800");
+  assert.equal(cfg.imdsEndpoint, "http://127.0.0.1:8801");
+  assert.equal(cfg.datapath, "veth");
+  // Unedited, the daemon uses AWS's own endpoints.
+  const original = parseAllDocuments(text).map((d) => d.toJS());
+  const plain = resolveConfig(
+    parseAllDocuments(original[1].data["config.yaml"])[0].toJS(),
+    {},
+    {},
+    "ConfigMap",
+  );
+  assert.equal(plain.ec2Endpoint, undefined);
+  assert.equal(plain.imdsEndpoint, undefined);
+  assert.deepEqual(edited[2], original[2], "the DaemonSet itself is unchanged");
+  // The lane applies the same edits (tests/helpers/k8s_workloads.ts).
+  assert.equal(
+    editedExample(text, {
+      ec2Endpoint: "http://127.0.0.1:8800",
+      imdsEndpoint: "http://127.0.0.1:8801",
+      datapath: "veth",
+    }),
+    r.stdout,
+  );
 });

@@ -1,0 +1,149 @@
+/**
+ * The daemon's link to the kubelet: every second it works out each pool's capacity and
+ * publishes it as devices of `vpcni.io/<pool>` (asking pod-resources which pods hold which
+ * devices when the pods or the counts changed), and it answers which pool a pod's devices
+ * name for an ADD. Loaded only when the device plugin is on (it pulls in gRPC).
+ *
+ * @module
+ */
+import type { PoolManager } from "../pools.ts";
+import { deviceIds, type PoolCapacity, poolCapacity } from "./capacity.ts";
+import { DevicePlugin } from "./device_plugin.ts";
+import {
+  type HeldDevices,
+  heldDevices,
+  PodResourcesClient,
+  resourceName,
+} from "./pod_resources.ts";
+import type { KubeletLink, KubeletLinkOptions, PodLookup, PoolCapacityView } from "./enable.ts";
+import { log } from "../log.ts";
+
+const TICK_MS = 1_000;
+/** Pod-resources is asked again at least this often, to follow devices the kubelet hands out. */
+const LIST_EVERY_MS = 10_000;
+/** How many of the latest ADD lookups introspection shows. */
+const RECENT_LOOKUPS = 16;
+
+/** Starts the device plugin and the pod-resources client. */
+export function startKubeletLink(pools: PoolManager, o: KubeletLinkOptions): KubeletLink {
+  const names = [...pools.pools.keys()];
+  const plugin = new DevicePlugin(o.devicePluginDir, names);
+  const podResources = new PodResourcesClient(o.podResourcesSocket, o.timeoutMs);
+  let held: HeldDevices = new Map();
+  let heldKnown = false;
+  let listedAt = -Infinity;
+  let lastSignature = "";
+  let lastCounts = "";
+  let listError: string | undefined;
+  const capacities = new Map<string, PoolCapacity & { devices: number }>();
+  const lookups: PodLookup[] = [];
+  const remember = (l: Omit<PodLookup, "at">) => {
+    lookups.push({ at: new Date().toISOString(), ...l });
+    if (lookups.length > RECENT_LOOKUPS) lookups.shift();
+  };
+  let stopped = false;
+  let running: Promise<void> | undefined;
+
+  const refresh = async () => {
+    const st = pools.ctx.state;
+    const now = pools.ctx.now();
+    const signature = [...st.allocations.keys()].join(",");
+    const compute = () =>
+      [...pools.pools.values()].map((rt) =>
+        poolCapacity(
+          pools.ctx,
+          rt.cfg,
+          rt.choice,
+          now,
+          (ns, name) => held.get(rt.cfg.name)?.has(`${ns}/${name}`) ?? false,
+        )
+      );
+    let caps = compute();
+    const counts = caps.map((c) => `${c.pool}=${c.room}`).join(",");
+    if (
+      signature !== lastSignature || counts !== lastCounts || Date.now() - listedAt > LIST_EVERY_MS
+    ) {
+      try {
+        held = heldDevices(await podResources.list());
+        heldKnown = true;
+        listedAt = Date.now();
+        if (listError) log.info("kubelet pod-resources answers again", {});
+        listError = undefined;
+        lastSignature = signature;
+        lastCounts = counts;
+        caps = compute();
+      } catch (e) {
+        const error = (e as Error).message;
+        if (error !== listError && plugin.view().registered) {
+          log.warn("kubelet pod-resources at {socket} did not answer: {error}", {
+            socket: o.podResourcesSocket,
+            error,
+          });
+        }
+        listError = error;
+        // Asked again after LIST_EVERY_MS or the next change, not on every tick.
+        listedAt = Date.now();
+        lastSignature = signature;
+        lastCounts = counts;
+      }
+    }
+    for (const c of caps) {
+      const allocated = [...(held.get(c.pool)?.values() ?? [])].flat();
+      // Devices pods already hold stay listed, even if the room shrank below them.
+      const ids = deviceIds(c.pool, Math.max(c.advertised, allocated.length), allocated);
+      capacities.set(c.pool, { ...c, devices: ids.length });
+      plugin.publish(c.pool, ids);
+    }
+  };
+  const tick = () => {
+    if (stopped || running) return;
+    running = refresh().catch((e) =>
+      log.warn("capacity refresh failed: {error}", { error: String(e) })
+    )
+      .finally(() => running = undefined);
+  };
+  // The first list comes before the kubelet is first asked for devices.
+  tick();
+  plugin.start();
+  const timer = setInterval(tick, TICK_MS);
+
+  return {
+    async poolsOfPod(namespace, name) {
+      const pod = `${namespace}/${name}`;
+      try {
+        const found = await podResources.podPools(namespace, name);
+        remember({ pod, pools: found });
+        log.debug("pod {pod} holds devices of {pools}", { pod, pools: found.join(", ") || "none" });
+        return found;
+      } catch (e) {
+        remember({ pod, error: (e as Error).message });
+        log.warn(
+          "kubelet pod-resources did not say which pool {namespace}/{name} holds ({error}); " +
+            "using its annotations",
+          { namespace, name, error: (e as Error).message },
+        );
+        return undefined;
+      }
+    },
+    view(): PoolCapacityView {
+      return {
+        ...plugin.view(),
+        podResourcesKnown: heldKnown,
+        recentLookups: [...lookups],
+        ...(listError ? { podResourcesError: listError } : {}),
+        pools: names.map((pool) => ({
+          pool,
+          resource: resourceName(pool),
+          ...(capacities.get(pool) ?? {}),
+        })),
+      };
+    },
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+      await plugin.stop();
+      podResources.close();
+    },
+  };
+}

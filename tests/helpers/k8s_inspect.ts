@@ -1,0 +1,111 @@
+/**
+ * What the Kubernetes lane's tests read from the cluster and the node: pods and their
+ * readiness, kubectl apply/exec, and the node's rules, routes, links and the vpcni
+ * checkpoint, for the checks that nothing of a pod is left behind.
+ *
+ * @module
+ */
+import { readCheckpoint } from "../../ipam/checkpoint.ts";
+import type { LaneCluster } from "./k8s_cluster.ts";
+
+/** The parts of a Pod the lane reads. */
+export interface PodJson {
+  metadata: { name: string; namespace: string; labels?: Record<string, string> };
+  spec: { nodeName?: string };
+  status: {
+    phase: string;
+    podIP?: string;
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+  };
+}
+
+/** True when the pod's Ready condition is True. */
+export function isReady(p: PodJson): boolean {
+  return p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
+}
+
+/** True when `ip` lies in `cidr`. */
+export function inCidr(ip: string, cidr: string): boolean {
+  const toInt = (a: string) => a.split(".").reduce((n, o) => n * 256 + Number(o), 0);
+  const [base, len] = cidr.split("/");
+  const size = 2 ** (32 - Number(len));
+  return Math.floor(toInt(ip) / size) === Math.floor(toInt(base) / size);
+}
+
+/** The pods matching a label selector. */
+export async function pods(c: LaneCluster, selector: string, ns = "default"): Promise<PodJson[]> {
+  const list = await c.getJson<{ items: PodJson[] }>(["pods", "-n", ns, "-l", selector]);
+  return list.items;
+}
+
+/** Waits until `selector` has exactly `n` pods, all Ready; returns them. */
+export async function readyPods(
+  c: LaneCluster,
+  selector: string,
+  n: number,
+  timeoutMs = 120_000,
+  ns = "default",
+): Promise<PodJson[]> {
+  let last: PodJson[] = [];
+  try {
+    await c.waitFor(`${n} Ready pods with ${selector}`, timeoutMs, async () => {
+      last = await pods(c, selector, ns);
+      return last.length === n && last.every(isReady);
+    });
+  } catch (e) {
+    const states = last.map((p) => `${p.metadata.name}: ${p.status.phase} ${p.status.podIP ?? ""}`);
+    const events = await c.kubectl(["get", "events", "-A", "--sort-by=.lastTimestamp"]);
+    const daemon = await c.kubectl([
+      "-n",
+      "kube-system",
+      "logs",
+      "-l",
+      "app.kubernetes.io/name=vpcni",
+      "--all-containers",
+      "--tail=20",
+    ]);
+    throw new Error(
+      `${(e as Error).message}\n${states.join("\n")}\nevents:\n${
+        events.stdout.split("\n").slice(-25).join("\n")
+      }\nvpcni logs:\n${daemon.stdout}${daemon.stderr}`,
+    );
+  }
+  return last;
+}
+
+/** `kubectl apply` of objects, as one List. */
+export async function apply(c: LaneCluster, objects: Record<string, unknown>[]): Promise<void> {
+  await c.kubectlOk(
+    ["apply", "-f", "-"],
+    JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }),
+  );
+}
+
+/** Runs a shell line in a pod's container (kubectl exec); returns stdout and the exit code. */
+export async function execIn(c: LaneCluster, pod: string, script: string) {
+  return await c.kubectl(["exec", pod, "--", "/bin/sh", "-c", script]);
+}
+
+/** Lines of the node's rules, routes (all tables) and neighbours naming `ip`. */
+export async function nodeObjectsFor(c: LaneCluster, ip: string): Promise<string[]> {
+  const re = new RegExp(`(^|[^0-9.])${ip.replaceAll(".", "\\.")}([^0-9.]|$)`);
+  const out: string[] = [];
+  for (const args of [["rule"], ["route", "show", "table", "all"], ["neigh"]]) {
+    const r = await c.node.run(["ip", "-4", ...args]);
+    out.push(...r.stdout.split("\n").filter((l) => re.test(l)));
+  }
+  return out;
+}
+
+/** The node's host-side pod links (the conflist's hostVethPrefix is vpcni's default `vpc`). */
+export async function podLinks(c: LaneCluster): Promise<string[]> {
+  const r = await c.node.run(["ip", "-j", "link", "show"]);
+  return (JSON.parse(r.stdout) as { ifname: string }[]).map((l) => l.ifname)
+    .filter((n) => n.startsWith("vpc"));
+}
+
+/** The addresses the daemon's checkpoint (on the node's /var/lib/vpcni) holds for pods. */
+export async function checkpointIps(c: LaneCluster): Promise<string[]> {
+  const cp = await readCheckpoint(`${c.node.dir}/overlay_var_lib/upper/vpcni`);
+  return cp?.allocations.map((a) => a.ip) ?? [];
+}
