@@ -13,9 +13,19 @@
  * vpcni is measured as `vpcni install` installs it from source: its launcher, which runs
  * the plugin bundled into one file (`deno bundle`) for the CNI verbs; and, for comparison,
  * from the checkout's modules (`exec deno run --allow-all --no-check main.ts`, as the tests
- * run it). Each is measured twice: with `ipam: host-local` delegation (same IPAM work as the
- * peer) and with addresses from the IPAM daemon protocol, served by the stand-in daemon of
- * tests/helpers/ipam_standin.ts in this process (no EC2 work). All use the veth datapath.
+ * run it). With the daemon, the plugin is a thin client (cni/thin.ts): the stand-in daemon
+ * of tests/helpers/ipam_standin.ts, in this process, reserves (no EC2 work) and runs the
+ * invocation on the daemon's own CNI service (ipam/cni_service.ts). With `ipam: host-local`
+ * (same IPAM work as the peer) the whole plugin runs in the process. All use the veth
+ * datapath.
+ *
+ * "Before": `VPCNI_BENCH_BEFORE=<a vpcni as another release installed it>` adds that plugin
+ * with the daemon protocol, against the same stand-in (e.g. the previous release's
+ * `vpcni install --bin-dir`), so both are measured in one run on the same machine state.
+ *
+ * CPU per pod counts the daemon's too: the stand-in runs in the timing process, whose own
+ * CPU (all threads, the CNI workers included) is added to its children's. The timing
+ * process's bookkeeping (spawning, piping) is thereby counted for every side alike.
  *
  * Everything runs in a netns the bench creates (`vcnb…`): the timing loop re-executes this
  * file inside that "node" netns so no `ip netns exec` sits in the measured path.
@@ -41,7 +51,10 @@ export interface SideFigures {
   concurrent50CpuMs: number;
   /** Peak RSS of one ADD process, KiB. */
   peakRssKiB: number;
-  /** Mean CPU time (user + system) of one ADD + DEL pair, ms: robust to a busy machine. */
+  /**
+   * Mean CPU time (user + system) of one ADD + DEL pair, ms: the plugin processes and the
+   * timing process, where the daemon runs (robust to a busy machine).
+   */
   cpuPairMs: number;
 }
 
@@ -60,12 +73,15 @@ export interface CniBenchResult {
   vpcniBundleHostLocal: SideFigures;
   /** vpcni + the daemon protocol, as `vpcni install` installs it (the bundled plugin). */
   vpcniBundleDaemon: SideFigures;
+  /** `VPCNI_BENCH_BEFORE`'s plugin with the daemon protocol, when given. */
+  beforeDaemon?: SideFigures;
   /** vpcni / ptp ratios (target: single ≤ 1.5, concurrent ≤ 2.0). */
   ratios: {
     hostLocal: { single: number; concurrent50: number; rss: number; cpu: number };
     daemon: { single: number; concurrent50: number; rss: number; cpu: number };
     bundleHostLocal: { single: number; concurrent50: number; rss: number; cpu: number };
     bundleDaemon: { single: number; concurrent50: number; rss: number; cpu: number };
+    beforeDaemon?: { single: number; concurrent50: number; rss: number; cpu: number };
   };
   /** vpcni time per verb beyond an empty Deno start, ms. */
   beyondEmptyStart: {
@@ -103,6 +119,18 @@ function childCpuMs(): number {
   return (Number(fields[13]) + Number(fields[14])) * 10;
 }
 const round2 = (x: number) => Math.round(x * 100) / 100;
+
+/** CPU time of this process, every thread (utime + stime from /proc/self/stat), ms. */
+function selfCpuMs(): number {
+  const stat = Deno.readTextFileSync("/proc/self/stat");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** CPU of the children reaped and of this process (the daemon's work), ms. */
+function cpuMs(): number {
+  return childCpuMs() + selfCpuMs();
+}
 
 async function sh(cmd: string[]): Promise<string> {
   const out = await new Deno.Command(cmd[0], {
@@ -147,7 +175,8 @@ type SideName =
   | "vpcniHostLocal"
   | "vpcniDaemon"
   | "vpcniBundleHostLocal"
-  | "vpcniBundleDaemon";
+  | "vpcniBundleDaemon"
+  | "beforeDaemon";
 
 interface Side {
   name: SideName;
@@ -277,6 +306,22 @@ async function inner(pairs: number, rounds: number): Promise<void> {
           }),
       },
     ];
+    const before = Deno.env.get("VPCNI_BENCH_BEFORE");
+    if (before) {
+      sides.push({
+        name: "beforeDaemon",
+        plugin: before,
+        config: () =>
+          JSON.stringify({
+            cniVersion: "1.1.0",
+            name: "vcnb-before",
+            type: "vpcni",
+            datapath: "veth",
+            mtu: 9001,
+            daemonSocket: socket,
+          }),
+      });
+    }
     const env = (cmd: string, i: number) => ({
       CNI_COMMAND: cmd,
       CNI_CONTAINERID: `vcnb-${i}`,
@@ -286,9 +331,10 @@ async function inner(pairs: number, rounds: number): Promise<void> {
       PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
     });
 
-    // Warm-up: one pair per side (fills Deno's module cache, page cache).
+    // Warm-up: one pair per side (fills Deno's module cache, page cache, the plugin's code
+    // cache) and the daemon's first CNI worker.
     for (const s of sides) {
-      await addDel(s, dir, env, 0);
+      for (let k = 0; k < 2; k++) await addDel(s, dir, env, 0);
     }
 
     const empty = `${dir}/empty.ts`;
@@ -301,7 +347,7 @@ async function inner(pairs: number, rounds: number): Promise<void> {
     for (const s of sides) samples[s.name] = { add: [], del: [], conc: [], concCpu: [], cpu: 0 };
     let emptyCpu = 0;
     for (let p = 0; p < pairs; p++) {
-      const c0 = childCpuMs();
+      const c0 = cpuMs();
       const t0 = performance.now();
       await new Deno.Command("deno", {
         args: ["run", "--no-check", empty],
@@ -309,24 +355,24 @@ async function inner(pairs: number, rounds: number): Promise<void> {
         stderr: "null",
       }).output();
       emptyMs.push(performance.now() - t0);
-      emptyCpu += childCpuMs() - c0;
+      emptyCpu += cpuMs() - c0;
       for (const s of sides) {
-        const c0 = childCpuMs();
+        const c0 = cpuMs();
         const r = await addDel(s, dir, env, 0);
         samples[s.name].add.push(r.add);
         samples[s.name].del.push(r.del);
-        samples[s.name].cpu += childCpuMs() - c0;
+        samples[s.name].cpu += cpuMs() - c0;
       }
     }
     for (let r = 0; r < rounds; r++) {
       for (const s of sides) {
-        const c0 = childCpuMs();
+        const c0 = cpuMs();
         const t0 = performance.now();
         const added = await Promise.all(
           pods.map((_, i) => execPlugin(s.plugin, env("ADD", i), s.config(dir))),
         );
         samples[s.name].conc.push(performance.now() - t0);
-        samples[s.name].concCpu.push(childCpuMs() - c0);
+        samples[s.name].concCpu.push(cpuMs() - c0);
         await Promise.all(
           pods.map((_, i) =>
             execPlugin(s.plugin, env("DEL", i), withPrevResult(s.config(dir), added[i].stdout))
@@ -454,6 +500,13 @@ export async function benchCni(
         figures.vpcniBundleDaemon,
         ratio(figures.vpcniBundleDaemon),
       ),
+      ...(figures.beforeDaemon
+        ? [row(
+          "before: VPCNI_BENCH_BEFORE's plugin + IPAM daemon protocol (stand-in daemon)",
+          figures.beforeDaemon,
+          ratio(figures.beforeDaemon),
+        )]
+        : []),
       `| empty \`deno run\` | ${emptyDenoMs} per start | | | | | ${emptyDenoCpuMs} ms per start | | | |`,
     ].join("\n");
     return {
@@ -467,11 +520,13 @@ export async function benchCni(
       vpcniDaemon: figures.vpcniDaemon,
       vpcniBundleHostLocal: figures.vpcniBundleHostLocal,
       vpcniBundleDaemon: figures.vpcniBundleDaemon,
+      beforeDaemon: figures.beforeDaemon,
       ratios: {
         hostLocal: ratio(figures.vpcniHostLocal),
         daemon: ratio(figures.vpcniDaemon),
         bundleHostLocal: ratio(figures.vpcniBundleHostLocal),
         bundleDaemon: ratio(figures.vpcniBundleDaemon),
+        beforeDaemon: figures.beforeDaemon ? ratio(figures.beforeDaemon) : undefined,
       },
       beyondEmptyStart: {
         hostLocal: beyond(figures.vpcniHostLocal),

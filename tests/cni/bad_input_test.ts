@@ -284,8 +284,9 @@ Deno.test("bad input: spec error JSON, exit ≠ 0, kernel unchanged", async (t) 
             netns: podNs,
           });
         },
-        code: 100,
-        msg: /veth datapath: attach failed/,
+        // The interface exists before the datapath makes anything: code 4 naming CNI_IFNAME.
+        code: 4,
+        msg: /CNI_IFNAME "eth0" already exists/,
         after: async (t) => assert.deepEqual(await hostLocalReserved(t.dir, "vcn-bad"), []),
       },
       {
@@ -296,8 +297,9 @@ Deno.test("bad input: spec error JSON, exit ≠ 0, kernel unchanged", async (t) 
             netns: podNs,
           });
         },
-        code: 100,
-        msg: /veth datapath: attach failed/,
+        // The interface exists before the datapath makes anything: code 4 naming CNI_IFNAME.
+        code: 4,
+        msg: /CNI_IFNAME "eth0" already exists/,
         after: () => Promise.resolve(assert.equal(standin.reservations.size, 0)),
       },
     ];
