@@ -10,6 +10,17 @@ import { parse as parseYaml } from "yaml";
 import { type Checkpoint, CHECKPOINT_FILE, readCheckpoint } from "../ipam/checkpoint.ts";
 import { ImdsClient, type NodeMetadata } from "../aws/imds.ts";
 import type { EniInfo } from "../proto/ipam.ts";
+import {
+  allocationViewSchema as allocationSchema,
+  type ConfigView,
+  configViewSchema,
+  cooldownViewSchema as cooldownSchema,
+  type EniView,
+  eniViewSchema,
+  type PoolView,
+  poolViewSchema,
+  routedUnknownViewSchema as routedUnknownSchema,
+} from "../proto/introspect.ts";
 import type { AllocationFact } from "./datapath.ts";
 import { subnetGateway } from "../ipam/subnets.ts";
 
@@ -45,103 +56,14 @@ export interface DaemonStatus {
   detail: string;
 }
 
-/** A pool as /v1/pools shows it. */
-export const poolViewSchema = z.object({
-  name: z.string(),
-  enis: z.number(),
-  total: z.number(),
-  used: z.number(),
-  cooling: z.number(),
-  free: z.number(),
-  wantFree: z.number().optional(),
-  shortfall: z.number().optional(),
-  surplus: z.number().optional(),
-  growing: z.boolean().optional(),
-  exhausted: z.object({
-    reason: z.string(),
-    since: z.number().optional(),
-    detail: z.string().optional(),
-  })
-    .nullable().optional(),
-  securityGroupIds: z.array(z.string()).optional(),
-  subnets: z.unknown().optional(),
-}).passthrough();
-
-/** A pool as /v1/pools shows it. */
-export type PoolView = z.infer<typeof poolViewSchema>;
-
-/** An ENI as /v1/enis shows it. */
-export const eniViewSchema = z.object({
-  id: z.string(),
-  mac: z.string(),
-  deviceIndex: z.number(),
-  subnetId: z.string(),
-  subnetCidr: z.string(),
-  pool: z.string().optional(),
-  primary: z.boolean().optional(),
-  attachmentId: z.string().optional(),
-  ips: z.array(z.string()),
-  prefixes: z.array(z.string()).optional(),
-  full: z.boolean().optional(),
-  used: z.number().optional(),
-  securityGroupIds: z.array(z.string()).optional(),
-}).passthrough();
-
-/** An ENI as /v1/enis shows it. */
-export type EniView = z.infer<typeof eniViewSchema>;
-
-const allocationSchema = z.object({
-  network: z.string(),
-  containerId: z.string(),
-  ifName: z.string(),
-  ip: z.string(),
-  eniId: z.string(),
-  pool: z.string(),
-  netns: z.string().optional(),
-  podNamespace: z.string().optional(),
-  podName: z.string().optional(),
-  time: z.number().optional(),
-}).passthrough();
-
-const cooldownSchema = z.object({ ip: z.string(), eniId: z.string(), until: z.number() });
-
-/** /v1/routed-unknown: addresses the daemon holds for running pods no allocation names. */
-const routedUnknownSchema = z.array(z.ipv4());
-
-/** The parts of the daemon config doctor uses, defaults as the daemon's. */
-export const configViewSchema = z.object({
-  clusterName: z.string().default("vpcni"),
-  datapath: z.string().default("ipvlan-l2"),
-  stateDir: z.string().default("/var/lib/vpcni"),
-  listen: z.string().default("127.0.0.1:61679"),
-  routeTableBase: z.number().default(100),
-  leakedEniGraceSeconds: z.number().default(300),
-  region: z.string().optional(),
-  ec2Endpoint: z.string().optional(),
-  imdsEndpoint: z.string().optional(),
-  pools: z.array(
-    z.object({
-      name: z.string(),
-      warmIps: z.number().default(0),
-      warmEnis: z.number().default(1),
-      minimumIps: z.number().default(0),
-      maxEnis: z.number().optional(),
-      prefixDelegation: z.boolean().default(false),
-      firstInterfaceIndex: z.number().default(0),
-      subnets: z.unknown().optional(),
-    }).passthrough(),
-  ).default([{
-    name: "default",
-    warmIps: 0,
-    warmEnis: 1,
-    minimumIps: 0,
-    prefixDelegation: false,
-    firstInterfaceIndex: 0,
-  }]),
-}).passthrough();
-
-/** The daemon config as doctor sees it. */
-export type ConfigView = z.infer<typeof configViewSchema>;
+export {
+  type ConfigView,
+  configViewSchema,
+  type EniView,
+  eniViewSchema,
+  type PoolView,
+  poolViewSchema,
+} from "../proto/introspect.ts";
 
 /** Everything the checks look at. */
 export interface Facts {

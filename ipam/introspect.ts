@@ -7,10 +7,11 @@
  */
 import type { DaemonConfig } from "./config.ts";
 import type { PoolManager } from "./pools.ts";
+import type { EniView, PoolView } from "../proto/introspect.ts";
 
-/** Builds the pools view (also what doctor reads). */
+/** Builds the pools view (also what doctor reads: proto/introspect.ts). */
 export function poolsView(pools: PoolManager) {
-  return [...pools.pools.values()].map((rt) => {
+  return [...pools.pools.values()].map((rt): PoolView & Record<string, unknown> => {
     const { s, ...w } = pools.shortfallOf(rt);
     return {
       name: rt.cfg.name,
@@ -88,7 +89,7 @@ export function serveIntrospection(
         return Response.json(poolsView(pools));
       case "/v1/enis":
         return Response.json(
-          [...pools.ctx.state.enis.values()].map((e) => ({
+          [...pools.ctx.state.enis.values()].map((e): EniView => ({
             ...e,
             ips: [...e.ips],
             used: [...e.ips].filter((ip) => pools.ctx.state.holder.has(ip)).length,
