@@ -15,6 +15,7 @@
  * @module
  */
 import type { CniRunRequest, CniRunResponse, IpamResponse } from "../proto/ipam.ts";
+import type { DatapathConfig, DatapathEni } from "../cni/datapath/types.ts";
 import { CNI_PROTOCOL_VERSION } from "../proto/ipam.ts";
 import {
   ANSWER_BUFFER_BYTES,
@@ -22,6 +23,7 @@ import {
   type CniJob,
   type CniJobDone,
   type CniWorkerStart,
+  type HostJob,
   type IpamCall,
   writeAnswer,
 } from "./cni_worker.ts";
@@ -98,6 +100,27 @@ export class CniService {
       return await mine;
     } finally {
       if (this.#locks.get(key) === mine) this.#locks.delete(key);
+    }
+  }
+
+  /**
+   * Sets up the host side of `eni` (link up, sysctls, its address and table T(E)) on a worker:
+   * "ready", "absent" while no link on the node has its MAC yet, or throws what failed.
+   */
+  async prepareHost(config: DatapathConfig, eni: DatapathEni): Promise<"ready" | "absent"> {
+    if (this.#closed) throw new Error("the daemon is stopping");
+    const slot = await this.#acquire();
+    try {
+      const job: HostJob = { id: this.#nextId++, prepare: { config, eni } };
+      const done = await new Promise<CniJobDone>((resolve) => {
+        slot.done = resolve;
+        slot.worker.postMessage(job);
+      });
+      if (done.exitCode === 1) throw new Error(done.stdout);
+      return done.exitCode === 0 ? "ready" : "absent";
+    } finally {
+      slot.done = undefined;
+      this.#release(slot);
     }
   }
 

@@ -17,6 +17,8 @@
  */
 /// <reference lib="deno.worker" />
 import { runPlugin } from "../cni/plugin.ts";
+import { prepareEniHost } from "../cni/datapath/mod.ts";
+import type { DatapathConfig, DatapathEni } from "../cni/datapath/types.ts";
 import { setDaemonTransport } from "../cni/ipam_client.ts";
 import { UnixHttpTimeoutError } from "../cni/unix_http.ts";
 import { MAX_DAEMON_ANSWER_BYTES } from "../proto/ipam.ts";
@@ -28,6 +30,12 @@ export interface CniJob {
   stdin: string;
 }
 
+/** The host side of one ENI to set up (cni/datapath/mod.ts prepareEniHost). */
+export interface HostJob {
+  id: number;
+  prepare: { config: DatapathConfig; eni: DatapathEni };
+}
+
 /** A reservation request of the running job, for the daemon's thread to answer. */
 export interface IpamCall {
   type: "ipam";
@@ -36,7 +44,10 @@ export interface IpamCall {
   body: string;
 }
 
-/** What the job printed and its exit code. */
+/**
+ * What the job printed and its exit code. For a {@linkcode HostJob}: 0 prepared, 2 the ENI's
+ * link is not on the node yet, 1 failed (`stdout` says why).
+ */
 export interface CniJobDone {
   type: "done";
   id: number;
@@ -99,7 +110,20 @@ async function startWorker({ shared, netns }: CniWorkerStart): Promise<void> {
     );
     return { status: 200, body: text };
   });
-  self.onmessage = async (e: MessageEvent<CniJob>) => {
+  self.onmessage = async (e: MessageEvent<CniJob | HostJob>) => {
+    if ("prepare" in e.data) {
+      const { id, prepare } = e.data;
+      let exitCode = 0;
+      let stdout = "";
+      try {
+        if (!prepareEniHost(prepare.config, prepare.eni)) exitCode = 2;
+      } catch (err) {
+        exitCode = 1;
+        stdout = (err as Error).message;
+      }
+      self.postMessage({ type: "done", id, exitCode, stdout } satisfies CniJobDone);
+      return;
+    }
     const { id, env, stdin } = e.data;
     let stdout = "";
     const exitCode = await runPlugin({

@@ -31,6 +31,7 @@ import { matchSubnets } from "./subnets.ts";
 import { matchesTags, parseSelector } from "./selector.ts";
 import { answerRaw, serveUnixApi } from "./api.ts";
 import { CniService } from "./cni_service.ts";
+import { HostPreparer } from "./host_prep.ts";
 import { LeakedEniCollector, resyncWithEc2, trackMutations } from "./ec2_sync.ts";
 import { IMDS_SETTLE_MS, imdsDisagreements } from "./imds_check.ts";
 import { hostKernelView, type KernelView } from "./kernel_view.ts";
@@ -279,6 +280,16 @@ async function startLocked(
   let ready = false;
   // The first CNI worker starts now, so the first pod's ADD does not wait for it.
   const cni = new CniService((body) => answerRaw(pools, body), { warm: true });
+  // Each ENI's host side is set up once, here for those attached already; the loop below
+  // does it for ENIs attached later, and growth asks for it at once.
+  const hosts = new HostPreparer(cni, cfg.datapath, cfg.routeTableBase);
+  const syncHosts = () => void hosts.sync(state.enis.values());
+  const grew = ctx.onGrew;
+  ctx.onGrew = () => {
+    grew();
+    syncHosts();
+  };
+  syncHosts();
   const api = await serveUnixApi(cfg.socketPath, pools, cni);
   const introspection = serveIntrospection(cfg.listen, cfg, pools, () => ready, {
     devicePlugin: () => kubelet?.view(),
@@ -307,6 +318,7 @@ async function startLocked(
           }
         }
         await pools.tick();
+        syncHosts();
         if (!ready) collectGarbage(); // start-up garbage (SDK set-up, first answers) goes now
         ready = true;
         let ec2Due = now() >= nextEc2Sync;

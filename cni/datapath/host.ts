@@ -110,8 +110,12 @@ export function eniTableRoutes(eni: EniInfo, linkName: string): PlannedRoute[] {
  * every pod of the ENI (and, for the primary, the node itself), so no pod's configuration
  * changes it; pods get at most the link's MTU instead.
  */
-export function ensureEni(s: NetlinkSocket, cfg: DatapathConfig, eni: DatapathEni): Link {
-  const link = eniLink(s, eni);
+export function ensureEni(
+  s: NetlinkSocket,
+  cfg: DatapathConfig,
+  eni: DatapathEni,
+  link: Link = eniLink(s, eni),
+): Link {
   const primary = eni.primary || eni.deviceIndex === 0;
   const step = (what: string, fn: () => void) => {
     try {

@@ -8,6 +8,7 @@
  */
 import {
   findLink,
+  findLinkByMac,
   getLink,
   listAddresses,
   listRoutes,
@@ -268,6 +269,27 @@ export function prepareHost(cfg: DatapathConfig, eni?: DatapathEni): void {
   try {
     ensureHostSysctls();
     if (eni) ensureEni(host, cfg, eni);
+  } finally {
+    host.close();
+  }
+}
+
+/**
+ * The daemon's side of an ENI's host setup, when it attaches the ENI (and at start for those
+ * attached already): as {@linkcode prepareHost}, but without waiting for the link. Returns
+ * false, changing nothing, while no link on this node has the ENI's MAC (a hot-plugged device
+ * the kernel has not registered yet: the daemon tries again on its next round). A pod's ADD
+ * then finds the host side ready and only reads it.
+ */
+export function prepareEniHost(cfg: DatapathConfig, eni: DatapathEni): boolean {
+  validateConfig(cfg);
+  const host = NetlinkSocket.open();
+  try {
+    const link = findLinkByMac(host, eni.mac);
+    if (!link) return false;
+    ensureHostSysctls();
+    ensureEni(host, cfg, eni, link);
+    return true;
   } finally {
     host.close();
   }
