@@ -198,13 +198,21 @@ async function exchange(route: Route, verb: string, body: string): Promise<strin
   } catch (e) {
     throw new DaemonDownError((e as Error).message);
   }
+  // The bound is an Atomics.waitAsync timeout, not setTimeout: a process's first setTimeout
+  // costs ≈ 6 ms of timer set-up (measured here, beside a 17 ms empty start), waitAsync's
+  // timeout is V8's own. It fires while the read below keeps the event loop busy.
   let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    try {
-      conn.close();
-    } catch { /* already closed */ }
-  }, route.timeoutMs);
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  const bound = Atomics.waitAsync(cell, 0, 0, route.timeoutMs);
+  if (bound.async) {
+    bound.value.then((outcome) => {
+      if (outcome !== "timed-out") return;
+      timedOut = true;
+      try {
+        conn.close();
+      } catch { /* already closed */ }
+    });
+  }
   const outside = (why: string) =>
     new CniError(
       ErrorCode.DAEMON_PROTOCOL,
@@ -233,10 +241,10 @@ async function exchange(route: Route, verb: string, body: string): Promise<strin
     if (e instanceof CniError) throw e;
     throw outside((e as Error).message);
   } finally {
-    clearTimeout(timer);
+    Atomics.notify(cell, 0);
     try {
       conn.close();
-    } catch { /* closed by the timer */ }
+    } catch { /* closed by the bound */ }
   }
 }
 
