@@ -185,10 +185,9 @@ export async function install(f: InstallFlags): Promise<InstallReport> {
   const actions: InstallAction[] = [];
 
   const binPath = `${f.binDir.replace(/\/$/, "")}/vpcni`;
-  if (source?.bundle) {
-    // Written before the launcher that runs it, so the launcher never names a missing file.
-    const { path, bytes } = source.bundle;
-    const detail = `the plugin in one file (${bytes.length} bytes), run for CNI verbs`;
+  for (const { path, bytes, what } of source?.bundles ?? []) {
+    // Written before the launcher that runs them, so the launcher never names a missing file.
+    const detail = `${what} (${bytes.length} bytes)`;
     const old = await readIfExists(path);
     if (old && sameBytes(old, bytes)) {
       actions.push({ what: "bundle", path, result: "unchanged", detail });

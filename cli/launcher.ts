@@ -49,6 +49,12 @@ export const LAUNCHER_FLAGS = `${RUNTIME_PERMISSIONS.join(" ")} --quiet --cached
 export const PLUGIN_BUNDLE_PATH: string = new URL("../dist/vpcni-plugin.js", import.meta.url)
   .pathname;
 
+/** The whole plugin's bundle, beside the thin one, which loads it only when it hands over. */
+export const PLUGIN_FULL_BUNDLE_PATH: string = new URL(
+  "../dist/vpcni-plugin-full.js",
+  import.meta.url,
+).pathname;
+
 /** The bytes to put into the bin dir and what they are. */
 export interface PluginSource {
   bytes: Uint8Array;
@@ -56,8 +62,11 @@ export interface PluginSource {
   from: string;
   /** From the image's runtime tree: the tree to put next to the launcher first. */
   runtime?: RuntimeTree;
-  /** From source: the bundled plugin the launcher runs for CNI verbs, written first. */
-  bundle?: { path: string; bytes: Uint8Array };
+  /**
+   * From source: the bundled plugin the launcher runs for CNI verbs (the thin client, then
+   * the whole plugin it may load), written first.
+   */
+  bundles?: { path: string; bytes: Uint8Array; what: string }[];
 }
 
 /** The plugin could not be bundled; the message says what `deno bundle` said. */
@@ -111,13 +120,28 @@ export async function pluginSource(): Promise<PluginSource> {
     bytes: new TextEncoder().encode(script),
     kind: "launcher",
     from: main,
-    bundle: { path: PLUGIN_BUNDLE_PATH, bytes: await bundleProgram("plugin") },
+    bundles: [
+      {
+        path: PLUGIN_FULL_BUNDLE_PATH,
+        bytes: await bundleProgram("pluginFull"),
+        what: "the whole plugin in one file, loaded by the thin one when it hands over",
+      },
+      {
+        path: PLUGIN_BUNDLE_PATH,
+        bytes: await bundleProgram("plugin"),
+        what: "the plugin's thin client in one file, run for CNI verbs",
+      },
+    ],
   };
 }
 
-/** The entry of each bundle: the plugin alone, or the whole program. */
+/**
+ * The entry of each bundle: the plugin's thin client, the whole plugin (which the thin one
+ * loads from beside itself), or the whole program.
+ */
 export const BUNDLE_ENTRIES = {
   plugin: new URL("../cni/entry.ts", import.meta.url).pathname,
+  pluginFull: new URL("../cni/plugin.ts", import.meta.url).pathname,
   program: new URL("./entry.ts", import.meta.url).pathname,
 } as const;
 

@@ -8,7 +8,9 @@
  *     vpcni.d/<version>-<hash>/      one runtime tree per build
  *       deno                         the Deno runtime
  *       vpcni.js                     the whole program, bundled
- *       vpcni-plugin.js              the CNI plugin alone, bundled (no npm: the pod hot path)
+ *       vpcni-plugin.js              the CNI plugin's thin client, bundled (the pod hot path)
+ *       vpcni-plugin-full.js         the whole CNI plugin, bundled (no npm), loaded by the thin
+ *                                    one when it hands over (cni/thin.ts)
  *       runtime.json                 what this tree is (version, id, deno)
  *
  * The launcher names its tree in a stamp block inside the file (a relative path and the
@@ -29,6 +31,7 @@ export const RUNTIME_FILES: readonly { name: string; mode: number }[] = [
   { name: "deno", mode: 0o755 },
   { name: "vpcni.js", mode: 0o644 },
   { name: "vpcni-plugin.js", mode: 0o644 },
+  { name: "vpcni-plugin-full.js", mode: 0o644 },
   { name: "runtime.json", mode: 0o644 },
 ];
 

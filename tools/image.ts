@@ -95,13 +95,21 @@ export async function main(args: string[]): Promise<number> {
     } else {
       const deno = await npmDenoRuntime(Deno.version.deno, `${REPO_ROOT}/dist`);
       step(`deno ${Deno.version.deno}: ${deno.path} (${deno.how})`);
-      const [program, plugin] = [await bundleProgram("program"), await bundleProgram("plugin")];
-      step(`bundled: program ${program.length} bytes, plugin ${plugin.length} bytes`);
+      const [program, plugin, pluginFull] = [
+        await bundleProgram("program"),
+        await bundleProgram("plugin"),
+        await bundleProgram("pluginFull"),
+      ];
+      step(
+        `bundled: program ${program.length} bytes, plugin ${plugin.length} bytes ` +
+          `(the whole plugin ${pluginFull.length} bytes)`,
+      );
       await buildLauncher(`${work}/launcher`);
       const r = await runtimeRootfs(root, {
         deno: deno.path,
         program,
         plugin,
+        pluginFull,
         launcher: await Deno.readFile(`${work}/launcher`),
         denoVersion: Deno.version.deno,
       });

@@ -99,6 +99,7 @@ Deno.test({
           "./usr/local/bin/vpcni",
           `${tree}/deno`,
           `${tree}/runtime.json`,
+          `${tree}/vpcni-plugin-full.js`,
           `${tree}/vpcni-plugin.js`,
           `${tree}/vpcni.js`,
           ...libs,
@@ -109,8 +110,10 @@ Deno.test({
       }
       // The launcher needs no library at all; the plugin bundle carries no npm package.
       assert.deepEqual(await sharedLibraries(`${a.root}/usr/local/bin/vpcni`), []);
-      const plugin = await Deno.readTextFile(`${a.root}/${tree}/vpcni-plugin.js`);
-      assert.doesNotMatch(plugin, /@aws-sdk|commander|zod|npm:/);
+      for (const f of ["vpcni-plugin.js", "vpcni-plugin-full.js"]) {
+        const plugin = await Deno.readTextFile(`${a.root}/${tree}/${f}`);
+        assert.doesNotMatch(plugin, /@aws-sdk|commander|zod|npm:/, f);
+      }
     } finally {
       await Deno.remove(dir, { recursive: true });
     }

@@ -28,8 +28,10 @@ export interface RuntimePieces {
   deno: string;
   /** The whole program, bundled. */
   program: Uint8Array;
-  /** The plugin alone, bundled. */
+  /** The plugin's thin client, bundled. */
   plugin: Uint8Array;
+  /** The whole plugin, bundled (the thin one loads it from beside itself). */
+  pluginFull: Uint8Array;
   /** The launcher as built (unstamped or stamped: the stamp is rewritten). */
   launcher: Uint8Array;
   /** The Deno version of `deno`. */
@@ -85,7 +87,7 @@ export async function runtimeRootfs(
   p: RuntimePieces,
 ): Promise<{ info: RuntimeInfo; libs: string[] }> {
   const deno = await Deno.readFile(p.deno);
-  const hashes = await Promise.all([deno, p.program, p.plugin].map(sha256Hex));
+  const hashes = await Promise.all([deno, p.program, p.plugin, p.pluginFull].map(sha256Hex));
   const info: RuntimeInfo = {
     version: VPCNI_VERSION,
     id: runtimeId(await sha256Hex(new TextEncoder().encode(hashes.join("\n")))),
@@ -96,6 +98,7 @@ export async function runtimeRootfs(
   await writeFileMode(`${tree}/deno`, deno, 0o755);
   await writeFileMode(`${tree}/vpcni.js`, p.program, 0o644);
   await writeFileMode(`${tree}/vpcni-plugin.js`, p.plugin, 0o644);
+  await writeFileMode(`${tree}/vpcni-plugin-full.js`, p.pluginFull, 0o644);
   await writeFileMode(
     `${tree}/runtime.json`,
     new TextEncoder().encode(JSON.stringify(info, null, 2) + "\n"),
