@@ -39,6 +39,11 @@ export interface StandinOptions {
    * the node's netns (the plugin runs there too). Without it, from the test's own netns.
    */
   nodeNetns?: string;
+  /**
+   * Answer as a daemon of the previous release, which spoke protocol 1 only: an invocation
+   * (`cni`, protocol 2) is refused with that release's words, code 1.
+   */
+  protocol1Only?: boolean;
   /** Called with each request before it is answered (tests look at the kernel then). */
   onRequest?: (req: IpamRequest) => void | Promise<void>;
 }
@@ -164,6 +169,14 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
       return new Response("not found", { status: 404 });
     }
     const req = await request.json() as IpamRequest;
+    if (req.op === "cni" && opts.protocol1Only) {
+      requests.push(req);
+      return Response.json({
+        ok: false,
+        code: 1,
+        msg: `IPAM protocol version ${req.version} is not spoken; this daemon speaks 1`,
+      });
+    }
     if (req.op === "cni") return Response.json(await cni.run(req));
     return Response.json(await reserve(req));
   });
