@@ -114,6 +114,8 @@ interface Route {
   socket: string;
   timeoutMs: number;
   cniVersion: string;
+  /** A `logFile` is configured: nothing goes to stderr (the error JSON is on stdout). */
+  quiet: boolean;
 }
 
 function field(o: unknown, k: string): unknown {
@@ -152,7 +154,8 @@ function routeOf(raw: unknown): Route | undefined {
     typeof timeout !== "number" || !Number.isInteger(timeout) || timeout < 100 ||
     timeout > 120000
   ) return undefined;
-  return { socket, timeoutMs: timeout, cniVersion };
+  const quiet = field(raw, "logFile") !== undefined || field(ipam, "logFile") !== undefined;
+  return { socket, timeoutMs: timeout, cniVersion, quiet };
 }
 
 /** The daemon could not be reached at all (no socket, nobody listening). */
@@ -353,7 +356,9 @@ export async function runThinPlugin(opts: ThinOptions): Promise<number> {
       err,
       isSupportedVersion(route.cniVersion) ? route.cniVersion : LATEST_CNI_VERSION,
     );
-    console.error(`vpcni: ${command}: ${out.msg}${out.details ? ` (${out.details})` : ""}`);
+    if (!route.quiet) {
+      console.error(`vpcni: ${command}: ${out.msg}${out.details ? ` (${out.details})` : ""}`);
+    }
     io.writeStdout(JSON.stringify(out));
     return 1;
   }
