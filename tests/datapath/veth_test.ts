@@ -20,6 +20,7 @@ import {
 import { createNetns, deleteNetns, isRoot, type TestNetns, uniqueName } from "../helpers/netns.ts";
 import { ipJson, sh } from "../helpers/sh.ts";
 import { connectivityFailures, DatapathWorld } from "../helpers/datapath_world.ts";
+import { IfNameTakenError } from "../../cni/datapath/errors.ts";
 
 const CFG: DatapathConfig = {
   kind: "veth",
@@ -225,15 +226,16 @@ Deno.test("veth: an ADD failing midway leaves host and pod exactly as they were"
       () => attachPod(CFG, { ...a, containerId: "warmup", netns: a.netns, ifName: "net9" }),
     );
     onNode(node, () => detachPod(CFG, { containerId: "warmup", ifName: "net9", netns: a.netns }));
-    // 1. The ifname is taken in the pod: fails at the rename, after the veth was made.
+    // 1. The ifname is taken in the pod: refused before anything is made (it used to fail
+    //    at the rename, after the veth was made); either way nothing is left.
     await sh(["ip", "link", "add", "eth0", "type", "veth", "peer", "name", "other0"], {
       netns: pod.name,
     });
     let nodeBefore = await dump(node.name);
     let podBefore = await dump(pod.name);
     assert.throws(() => onNode(node, () => attachPod(CFG, a)), (e: unknown) => {
-      assert.ok(e instanceof DatapathError, String(e));
-      assert.match(e.message, /rename tmp[0-9a-f]{11} to eth0: .*File exists/);
+      assert.ok(e instanceof IfNameTakenError, String(e));
+      assert.match(e.message, /interface eth0 already exists/);
       return true;
     });
     assert.equal(await dump(node.name), nodeBefore);
