@@ -9,16 +9,13 @@
  */
 import { runThinPlugin } from "../cni/thin.ts";
 import { runCli } from "./program.ts";
-import { isCniWorker } from "../ipam/cni_worker.ts";
 import { setCniWorkerEntry } from "../ipam/cni_service.ts";
 
-// The daemon's CNI workers start from this same bundle; there the worker module's own code
-// runs and the CLI does not.
-if (!isCniWorker()) {
-  setCniWorkerEntry(import.meta.url);
-  Deno.exit(
-    Deno.env.get("CNI_COMMAND") !== undefined
-      ? await runThinPlugin({ loadFull: () => import("../cni/plugin.ts") })
-      : await runCli(Deno.args),
-  );
-}
+// A bundle has no ipam/cni_worker.ts beside it: the daemon's CNI workers start from the
+// whole plugin's bundle (cli/plugin_full.ts), which holds the worker and none of the SDK.
+setCniWorkerEntry(new URL("./vpcni-plugin-full.js", import.meta.url).href);
+Deno.exit(
+  Deno.env.get("CNI_COMMAND") !== undefined
+    ? await runThinPlugin({ loadFull: () => import("../cni/plugin.ts") })
+    : await runCli(Deno.args),
+);

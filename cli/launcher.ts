@@ -137,11 +137,12 @@ export async function pluginSource(): Promise<PluginSource> {
 
 /**
  * The entry of each bundle: the plugin's thin client, the whole plugin (which the thin one
- * loads from beside itself), or the whole program.
+ * loads from beside itself, and the image's daemon starts its CNI workers from), or the whole
+ * program.
  */
 export const BUNDLE_ENTRIES = {
   plugin: new URL("../cni/entry.ts", import.meta.url).pathname,
-  pluginFull: new URL("../cni/plugin.ts", import.meta.url).pathname,
+  pluginFull: new URL("./plugin_full.ts", import.meta.url).pathname,
   program: new URL("./entry.ts", import.meta.url).pathname,
 } as const;
 

@@ -2,8 +2,8 @@
  * The CNI plugin's thin client alone, as one program. `vpcni install`, run from source, and
  * the image bundle this file into one JavaScript file (`deno bundle`) that the launcher runs
  * for every CNI verb: one file loads faster than the modules one by one, and a runtime execs
- * the plugin for every pod. The whole plugin is a second bundle beside it (cni/plugin.ts as
- * its entry). (`main.ts` stays the entry for everything else, and for the compiled build.)
+ * the plugin for every pod. The whole plugin is a second bundle beside it (cli/plugin_full.ts
+ * as its entry). (`main.ts` stays the entry for everything else, and for the compiled build.)
  *
  * @module
  */

@@ -139,8 +139,8 @@ async function startWorker({ shared, netns }: CniWorkerStart): Promise<void> {
 export const CNI_WORKER_NAME = "vpcni-cni-worker";
 
 /**
- * True on a CNI worker's thread. The bundled program (cli/entry.ts) is its own worker entry
- * (a bundle has no separate worker file), and runs no CLI there.
+ * True on a CNI worker's thread. This module is also part of the whole plugin's bundle
+ * (cli/plugin_full.ts), which the thin plugin may load: there it must do nothing.
  */
 export function isCniWorker(): boolean {
   return (globalThis as { name?: unknown }).name === CNI_WORKER_NAME;
