@@ -156,6 +156,8 @@ export const configSchema = z.object({
   devicePlugin: z.enum(["auto", "on", "off"]).default("auto"),
   devicePluginDir: z.string().startsWith("/").default(DEFAULT_DEVICE_PLUGIN_DIR),
   podResourcesSocket: z.string().startsWith("/").default(DEFAULT_POD_RESOURCES_SOCKET),
+  // The netns pods are wired from, when the daemon runs outside it (ipam/cni_service.ts).
+  nodeNetns: z.string().startsWith("/").optional(),
   pools: z.array(poolSchema).min(1).default([{
     name: "default",
     subnets: "node",
@@ -250,6 +252,7 @@ export interface ConfigOverrides {
   devicePlugin?: string;
   devicePluginDir?: string;
   podResourcesSocket?: string;
+  nodeNetns?: string;
 }
 
 /** Each knob an environment variable sets, with that variable: from the knob table. */

@@ -279,7 +279,10 @@ async function startLocked(
 
   let ready = false;
   // The first CNI worker starts now, so the first pod's ADD does not wait for it.
-  const cni = new CniService((body) => answerRaw(pools, body), { warm: true });
+  const cni = new CniService((body) => answerRaw(pools, body), {
+    warm: true,
+    netns: cfg.nodeNetns,
+  });
   // Each ENI's host side is set up once, here for those attached already; the loop below
   // does it for ENIs attached later, and growth asks for it at once.
   const hosts = new HostPreparer(cni, cfg.datapath, cfg.routeTableBase);

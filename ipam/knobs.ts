@@ -149,6 +149,13 @@ export const KNOBS: KnobDoc[] = [
     env: "VPCNI_POD_RESOURCES_SOCKET",
     doc: `the kubelet's pod-resources socket, ${DEFAULT_POD_RESOURCES_SOCKET}`,
   },
+  {
+    knob: "nodeNetns",
+    def: "(the daemon's own)",
+    env: "VPCNI_NODE_NETNS",
+    doc:
+      "netns (a path) the daemon wires pods from; set only when the daemon runs outside the node's netns (development nodes, tests)",
+  },
   { knob: "pools[].name", def: "default", doc: "DNS label; annotation vpcni.io/pool names it" },
   {
     knob: "pools[].subnets",

@@ -141,8 +141,10 @@ export async function startDoctorNode(): Promise<DoctorNode> {
         reconcileIntervalSeconds: 0.3,
         addTimeoutSeconds: 2,
         leakedEniGraceSeconds: 3600,
-        // The daemon runs outside the node netns here, where it cannot program egress SNAT
+        // The daemon runs outside the node netns here (the simulator is on this loopback):
+        // it wires pods from the node netns, and cannot program egress SNAT there
         // (tests/egress covers that): the pools leave it off.
+        nodeNetns: node.path,
         pools: [
           {
             name: "default",
