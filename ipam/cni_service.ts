@@ -60,6 +60,8 @@ interface Slot {
   worker: Worker;
   shared: SharedArrayBuffer;
   busy: boolean;
+  /** The worker died (an uncaught error): never handed out again. */
+  dead?: boolean;
   done?: (d: CniJobDone) => void;
   idleTimer?: ReturnType<typeof setTimeout>;
 }
@@ -185,6 +187,17 @@ export class CniService {
   }
 
   #release(slot: Slot): void {
+    if (slot.dead) {
+      // A waiting request gets a fresh worker in the dead one's place.
+      const next = this.#waiting.shift();
+      if (next && !this.#closed) {
+        const fresh = this.#spawn();
+        fresh.busy = true;
+        this.#slots.push(fresh);
+        next(fresh);
+      }
+      return;
+    }
     const next = this.#waiting.shift();
     if (next) return next(slot);
     slot.busy = false;
@@ -217,6 +230,8 @@ export class CniService {
     worker.onerror = (e) => {
       // A worker that died answers its job as the plugin would answer a bug, and is replaced.
       e.preventDefault();
+      slot.dead = true;
+      worker.terminate();
       slot.done?.({
         type: "done",
         id: 0,
