@@ -204,9 +204,16 @@ async function moduleGraph(root: string, o: { dynamic: boolean }): Promise<strin
 const isGrpc = (spec: string) => /@grpc\/|\/ipam\/kubelet\/(grpc|link)\.ts$/.test(spec);
 
 Deno.test("device plugin: the CNI plugin never loads gRPC; the daemon only when it is on", async () => {
-  for (const root of ["cni/entry.ts", "main.ts"]) {
+  // The thin plugin (from source and bundled) and the whole plugin it may load.
+  for (
+    const [root, holds] of [
+      ["cni/entry.ts", "/cni/thin.ts"],
+      ["main.ts", "/cni/thin.ts"],
+      ["cli/plugin_full.ts", "/cni/plugin.ts"],
+    ]
+  ) {
     const graph = await moduleGraph(root, { dynamic: true });
-    assert.ok(graph.some((s) => s.endsWith("/cni/plugin.ts")), `${root}: the graph was read`);
+    assert.ok(graph.some((s) => s.endsWith(holds)), `${root}: the graph was read`);
     assert.deepEqual(graph.filter(isGrpc), [], `${root} loads no gRPC module`);
   }
   const daemonAll = await moduleGraph("ipam/daemon.ts", { dynamic: true });
