@@ -9,7 +9,6 @@ import {
   attachPod,
   checkPod,
   type DatapathConfig,
-  DatapathError,
   DatapathInputError,
   detachPod,
   type EniInfo,
