@@ -8,7 +8,7 @@ import type * as sdk from "@aws-sdk/client-ec2";
 import { Ec2Error, Ec2FilterError } from "./ec2_errors.ts";
 import { FILTER_NAMES, type FilteredAction, isTagFilter } from "./ec2_filter_names.ts";
 import type { Tags } from "./ec2_types.ts";
-export { isIpv4 } from "../netlink/ipv4.ts";
+export { isIpv4 } from "../base/ipv4.ts";
 
 /** Common selectors of Describe calls. */
 export interface DescribeQuery {

@@ -11,7 +11,7 @@ import { startSim } from "../aws/sim/mod.ts";
 import type { SimServer } from "../aws/sim/mod.ts";
 import { Fabric } from "../aws/sim/fabric.ts";
 import { forwardIntoNetns, type NetnsForward } from "../aws/sim/netns_forward.ts";
-import { formatIpv4Cidr } from "../netlink/ipv4.ts";
+import { formatIpv4Cidr } from "../base/ipv4.ts";
 import { inNetns } from "../netlink/netns.ts";
 import { createNamedNetns, deleteNamedNetns } from "../netlink/netns_named.ts";
 import { NetlinkSocket } from "../netlink/socket.ts";

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { VPCNI_VERSION } from "./version.ts";
+import { VPCNI_VERSION } from "../base/version.ts";
 import {
   RUNTIME_PARENT,
   type RuntimeTree,

@@ -5,7 +5,7 @@
  * @module
  */
 import { Command, CommanderError, type Option } from "commander";
-import { versionInfo, VPCNI_VERSION } from "./version.ts";
+import { versionInfo, VPCNI_VERSION } from "../base/version.ts";
 import { registerServe } from "../ipam/cli.ts";
 import { registerDoctor } from "../doctor/cli.ts";
 import { registerSim } from "../aws/sim/cli.ts";

@@ -21,7 +21,7 @@
  *
  * @module
  */
-import { VPCNI_VERSION } from "./version.ts";
+import { VPCNI_VERSION } from "../base/version.ts";
 
 /** The directory next to the launcher that holds the runtime trees. */
 export const RUNTIME_PARENT = "vpcni.d";

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { errno } from "../netlink/libc.ts";
+import { errno } from "../base/libc.ts";
 
 const SYMBOLS = {
   fstatfs: { parameters: ["i32", "buffer"], result: "i32" },

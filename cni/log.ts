@@ -7,7 +7,7 @@
  */
 import { LOG_LEVELS, type LogLevel } from "./config.ts";
 import { CniError, ErrorCode } from "./errors.ts";
-import { cString, libc, O_CLOEXEC, O_WRONLY } from "../netlink/libc.ts";
+import { cString, libc, O_CLOEXEC, O_WRONLY } from "../base/libc.ts";
 import { fdStat, S_IFMT, S_IFREG } from "./fd_info.ts";
 
 /** Writes log lines at or above a level. */

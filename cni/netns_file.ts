@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { cString, errno, libc, O_CLOEXEC, O_RDONLY, strerror } from "../netlink/libc.ts";
+import { cString, errno, libc, O_CLOEXEC, O_RDONLY, strerror } from "../base/libc.ts";
 import { CniError, ErrorCode } from "./errors.ts";
 import { type FdStat, fdStat, fileKind, fsMagic, namespaceTypeOf } from "./fd_info.ts";
 

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { errno, libc, strerror } from "../netlink/libc.ts";
+import { errno, libc, strerror } from "../base/libc.ts";
 
 const AF_UNIX = 1;
 const SOCK_STREAM = 1;

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { SUPPORTED_CNI_VERSIONS } from "../cli/version.ts";
+import { SUPPORTED_CNI_VERSIONS } from "../base/version.ts";
 import { CniError, ErrorCode } from "./errors.ts";
 
 export { SUPPORTED_CNI_VERSIONS };

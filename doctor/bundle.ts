@@ -8,7 +8,7 @@
  * @module
  */
 import { CHECKPOINT_FILE } from "../ipam/checkpoint.ts";
-import { versionInfo } from "../cli/version.ts";
+import { versionInfo } from "../base/version.ts";
 import type { DoctorOptions, Facts } from "./facts.ts";
 import { fileKind, hostSysctlKeys, readSysctls, snapshotNetns } from "./kernel.ts";
 import type { DoctorReport } from "./report.ts";

@@ -8,7 +8,7 @@
 import * as sdk from "@aws-sdk/client-ec2";
 import { Ec2Client, type NetworkInterface, type Subnet } from "../aws/ec2.ts";
 import type { NodeMetadata } from "../aws/imds.ts";
-import { TAG_CLUSTER, TAG_CREATED, TAG_INSTANCE } from "../ipam/growth.ts";
+import { TAG_CLUSTER, TAG_CREATED, TAG_INSTANCE } from "../base/eni_tags.ts";
 import type { ConfigView, DoctorOptions } from "./facts.ts";
 
 /** Where EC2 is, from flags, then the daemon config, then IMDS. */

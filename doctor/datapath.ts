@@ -21,7 +21,7 @@ import {
 } from "../cni/datapath/plan.ts";
 import { eniTableRoutes, HOST_SYSCTLS } from "../cni/datapath/host.ts";
 import { hostVethName } from "../cni/datapath/naming.ts";
-import { canonicalDst } from "../netlink/ipv4.ts";
+import { canonicalDst } from "../base/ipv4.ts";
 import {
   type DatapathKind,
   type EniInfo,

@@ -11,7 +11,7 @@ import { parse as parseYaml } from "yaml";
 import { parseSelector, SelectorSyntaxError, type TagSelector } from "./selector.ts";
 import { DEFAULT_IPAM_SOCKET } from "../proto/ipam.ts";
 import { KNOBS } from "./knobs.ts";
-import { parseIpv4Cidr } from "../netlink/ipv4.ts";
+import { parseIpv4Cidr } from "../base/ipv4.ts";
 import { DEFAULT_DEVICE_PLUGIN_DIR, DEFAULT_POD_RESOURCES_SOCKET } from "./kubelet/defaults.ts";
 
 const selectorText = z.string().superRefine((text, ctx) => {

@@ -7,7 +7,7 @@
  */
 import type { CloudApi, EniDescription } from "./cloud.ts";
 import type { GrowthContext } from "./growth.ts";
-import { TAG_CLUSTER, TAG_CREATED, TAG_INSTANCE, TAG_POOL } from "./growth.ts";
+import { TAG_CLUSTER, TAG_CREATED, TAG_INSTANCE, TAG_POOL } from "../base/eni_tags.ts";
 import { defaultPoolName } from "./config.ts";
 import { podAddresses } from "./subnets.ts";
 import { log } from "./log.ts";

@@ -15,11 +15,8 @@ import {
   markSubnetFull,
   PoolExhausted,
   prefixBatch,
-  TAG_CLUSTER,
-  TAG_CREATED,
-  TAG_INSTANCE,
-  TAG_POOL,
 } from "./growth.ts";
+import { TAG_CLUSTER, TAG_CREATED, TAG_INSTANCE, TAG_POOL } from "../base/eni_tags.ts";
 import type { ManagedEni } from "./node_state.ts";
 import { pickSubnet, podAddresses } from "./subnets.ts";
 import { log } from "./log.ts";

@@ -25,15 +25,6 @@ export class PoolExhausted extends Error {
   }
 }
 
-/** Tag keys on ENIs the daemon creates. */
-export const TAG_CLUSTER = "vpcni.io/cluster";
-/** Instance the ENI was created for. */
-export const TAG_INSTANCE = "vpcni.io/instance-id";
-/** ISO time of creation. */
-export const TAG_CREATED = "vpcni.io/created-at";
-/** Pool the ENI serves. */
-export const TAG_POOL = "vpcni.io/pool";
-
 /** What growth needs to know about the node and the world. */
 export interface GrowthContext {
   cfg: DaemonConfig;

@@ -16,7 +16,7 @@ import type { Checkpoint } from "./checkpoint.ts";
 import type { DaemonConfig, SubnetChoice } from "./config.ts";
 import { defaultPoolName, subnetChoice } from "./config.ts";
 import { attachmentKey, type ManagedEni, NodeState } from "./node_state.ts";
-import { TAG_CLUSTER, TAG_INSTANCE, TAG_POOL } from "./growth.ts";
+import { TAG_CLUSTER, TAG_INSTANCE, TAG_POOL } from "../base/eni_tags.ts";
 import { matchSubnets, podAddresses } from "./subnets.ts";
 import type { SubnetInfo } from "./cloud.ts";
 import { log } from "./log.ts";

@@ -8,7 +8,7 @@
 import type { SubnetInfo } from "./cloud.ts";
 import type { SubnetChoice } from "./config.ts";
 import { matchesTags } from "./selector.ts";
-import { cidrAddresses, cidrNetwork, formatIpv4, parseIpv4Cidr } from "../netlink/ipv4.ts";
+import { cidrAddresses, cidrNetwork, formatIpv4, parseIpv4Cidr } from "../base/ipv4.ts";
 
 /** Subnets a selector matches, restricted to the node's VPC subnets in its AZ. */
 export function matchSubnets(

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { errno, strerror } from "./libc.ts";
+import { errno, strerror } from "../base/libc.ts";
 
 /** Fields of a {@linkcode NetlinkError}. */
 export interface NetlinkErrorInit {

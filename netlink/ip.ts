@@ -6,7 +6,7 @@
  */
 
 import { InvalidInputError } from "./errors.ts";
-import { parseIpv4 } from "./ipv4.ts";
+import { parseIpv4 } from "../base/ipv4.ts";
 
 /** An address family as netlink/ spells it. */
 export type Family = 4 | 6;

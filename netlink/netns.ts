@@ -9,7 +9,7 @@
  * @module
  */
 
-import { CLONE_NEWNET, cString, errno, libc, O_CLOEXEC, O_RDONLY } from "./libc.ts";
+import { CLONE_NEWNET, cString, errno, libc, O_CLOEXEC, O_RDONLY } from "../base/libc.ts";
 import { lastError } from "./errors.ts";
 import { checkNetnsPath } from "./validate.ts";
 

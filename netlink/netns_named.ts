@@ -17,7 +17,7 @@ import {
   MS_SHARED,
   O_CLOEXEC,
   O_RDONLY,
-} from "./libc.ts";
+} from "../base/libc.ts";
 
 /** Where named netns live. */
 export const NETNS_RUN_DIR = "/run/netns";

@@ -12,7 +12,7 @@ import type { BatchRequest, NetlinkSocket } from "./socket.ts";
 import { be32, getBe32, NFT_MSG, nftAttrs, nftDumpRequest, nftMessage } from "./nft_batch.ts";
 import { checkNftName } from "./nft_table.ts";
 import { InvalidInputError } from "./errors.ts";
-import { formatIpv4, type Ipv4Cidr, parseIpv4Cidr, prefixMask } from "./ipv4.ts";
+import { formatIpv4, type Ipv4Cidr, parseIpv4Cidr, prefixMask } from "../base/ipv4.ts";
 
 const NFTA_SET_TABLE = 1;
 const NFTA_SET_NAME = 2;

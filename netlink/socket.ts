@@ -22,7 +22,7 @@ import {
   SOCK_RAW,
   SOL_NETLINK,
   SOL_SOCKET,
-} from "./libc.ts";
+} from "../base/libc.ts";
 import {
   type MessageBuilder,
   messageTypeName,

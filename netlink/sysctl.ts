@@ -7,7 +7,7 @@
  * @module
  */
 
-import { cString, EINTR, errno, libc, O_CLOEXEC, O_RDONLY, O_WRONLY } from "./libc.ts";
+import { cString, EINTR, errno, libc, O_CLOEXEC, O_RDONLY, O_WRONLY } from "../base/libc.ts";
 import { errorFromErrno, InvalidInputError, lastError } from "./errors.ts";
 import { inNetns } from "./netns.ts";
 import { checkNetnsPath } from "./validate.ts";

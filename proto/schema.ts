@@ -7,7 +7,7 @@
  * @module
  */
 import { CniError, ErrorCode } from "./errors.ts";
-import { isIpv4 } from "../netlink/ipv4.ts";
+import { isIpv4 } from "../base/ipv4.ts";
 
 /** Turns an unknown JSON value found at `path` into a `T`, or throws a CniError. */
 export type Parser<T> = (value: unknown, path: string) => T;

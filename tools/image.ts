@@ -17,7 +17,7 @@
  */
 import { parseArgs } from "node:util";
 import { bundleProgram } from "../cli/launcher.ts";
-import { VPCNI_VERSION } from "../cli/version.ts";
+import { VPCNI_VERSION } from "../base/version.ts";
 import { defaultDenoDir, main as compileMain, REPO_ROOT, resolveDenort } from "./compile.ts";
 import { writeOciArchive } from "./image/oci.ts";
 import { buildLauncher, ImageError, npmDenoRuntime } from "./image/pieces.ts";

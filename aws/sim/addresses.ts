@@ -6,7 +6,7 @@
  * @module
  */
 import type { EniState, SubnetState } from "./model.ts";
-import { cidrSize, parseIpv4, parseIpv4Network } from "../../netlink/ipv4.ts";
+import { cidrSize, parseIpv4, parseIpv4Network } from "../../base/ipv4.ts";
 import { SimError } from "./errors.ts";
 
 /** True for the five addresses AWS reserves in every subnet. */

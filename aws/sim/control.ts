@@ -12,7 +12,7 @@
 import { FaultsSchema } from "./scenario.ts";
 import type { FaultConfig } from "./faults.ts";
 import type { SimState } from "./state.ts";
-import { formatIpv4Cidr } from "../../netlink/ipv4.ts";
+import { formatIpv4Cidr } from "../../base/ipv4.ts";
 
 /** Counters the server keeps (see `SimStats` in mod.ts). */
 export interface ControlStats {

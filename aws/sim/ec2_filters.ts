@@ -6,7 +6,7 @@
  * @module
  */
 import type { EniState, InstanceState, SimState, SubnetState } from "./state.ts";
-import { formatIpv4Cidr } from "../../netlink/ipv4.ts";
+import { formatIpv4Cidr } from "../../base/ipv4.ts";
 import { FILTER_NAMES } from "../ec2_filter_names.ts";
 import { azId, privateDnsName } from "./ec2_xml.ts";
 

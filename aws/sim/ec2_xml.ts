@@ -12,7 +12,7 @@ import type {
   SubnetState,
   TypeLimits,
 } from "./state.ts";
-import { formatIpv4Cidr } from "../../netlink/ipv4.ts";
+import { formatIpv4Cidr } from "../../base/ipv4.ts";
 
 /** Escapes text for XML element content (quotes need no escaping there). */
 export function esc(s: string): string {

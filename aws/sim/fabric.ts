@@ -12,7 +12,7 @@
  */
 import type { SimServer } from "./mod.ts";
 import type { EniState, SimState } from "./state.ts";
-import { formatIpv4 } from "../../netlink/ipv4.ts";
+import { formatIpv4 } from "../../base/ipv4.ts";
 
 const MTU = 9001;
 const TABLE = "vpcfab";

@@ -6,7 +6,7 @@
  * @module
  */
 import type { EniState, SimState } from "./state.ts";
-import { formatIpv4Cidr, parseIpv4Network } from "../../netlink/ipv4.ts";
+import { formatIpv4Cidr, parseIpv4Network } from "../../base/ipv4.ts";
 import { azId, privateDnsName } from "./ec2_xml.ts";
 
 const TTL_HEADER = "x-aws-ec2-metadata-token-ttl-seconds";

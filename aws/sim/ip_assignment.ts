@@ -12,7 +12,7 @@ import {
   formatIpv4Cidr,
   parseIpv4,
   parseIpv4Network,
-} from "../../netlink/ipv4.ts";
+} from "../../base/ipv4.ts";
 import { invalidCount, invalidValueThrow, SimError } from "./errors.ts";
 import { insufficient, isReserved, pickIps, pickPrefixes } from "./addresses.ts";
 import type { AssignParams, EniState, SubnetState } from "./model.ts";

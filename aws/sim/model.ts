@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { Ipv4Cidr } from "../../netlink/ipv4.ts";
+import type { Ipv4Cidr } from "../../base/ipv4.ts";
 import type { Scenario } from "./scenario.ts";
 import { LIMITS_TABLE } from "../limits_table.ts";
 

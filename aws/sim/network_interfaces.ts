@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { formatIpv4 } from "../../netlink/ipv4.ts";
+import { formatIpv4 } from "../../base/ipv4.ts";
 import { invalidCount, SimError } from "./errors.ts";
 import { insufficient, pickIps, pickPrefixes, releaseAddresses } from "./addresses.ts";
 import { checkExplicitIp } from "./ip_assignment.ts";

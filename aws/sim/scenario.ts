@@ -13,7 +13,7 @@ import {
   cidrWithin,
   parseIpv4,
   parseIpv4Network,
-} from "../../netlink/ipv4.ts";
+} from "../../base/ipv4.ts";
 import { LIMITS_TABLE } from "../limits_table.ts";
 
 const tags = z.record(z.string(), z.string()).default({});

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { formatIpv4, parseIpv4, parseIpv4Network } from "../../netlink/ipv4.ts";
+import { formatIpv4, parseIpv4, parseIpv4Network } from "../../base/ipv4.ts";
 import { SimError } from "./errors.ts";
 import { type Scenario, ScenarioError } from "./scenario.ts";
 import { lookupTypeLimits, randomHex } from "./model.ts";

@@ -12,7 +12,7 @@ import {
   formatIpv4,
   parseIpv4,
   parseIpv4Cidr,
-} from "../../netlink/ipv4.ts";
+} from "../../base/ipv4.ts";
 import { DatapathInputError } from "./errors.ts";
 
 /**

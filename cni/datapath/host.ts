@@ -23,7 +23,7 @@ import {
   writeSysctl,
 } from "../../netlink/mod.ts";
 import { DatapathError, DatapathInputError } from "./errors.ts";
-import { canonicalDst } from "../../netlink/ipv4.ts";
+import { canonicalDst } from "../../base/ipv4.ts";
 import { eniTable } from "./naming.ts";
 import type { PlannedRoute } from "./plan.ts";
 import type { DatapathConfig, DatapathEni, EniInfo, PodAddress } from "./types.ts";

@@ -36,7 +36,7 @@ import {
   nodeIpsOf,
   resolveParent,
 } from "./host.ts";
-import { isIpv4 } from "../../netlink/ipv4.ts";
+import { isIpv4 } from "../../base/ipv4.ts";
 import { isNodeAddress, macSet, refuseOwnNetns, unusableAddressReason } from "./guard.ts";
 import { hostVethName, podTempName } from "./naming.ts";
 import { type HostFacts, type Plan, planAttachment } from "./plan.ts";

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { canonicalDst } from "../../netlink/ipv4.ts";
+import { canonicalDst } from "../../base/ipv4.ts";
 import { eniTable, hostVethName, podTempName } from "./naming.ts";
 import {
   type AttachResult,

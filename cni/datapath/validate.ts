@@ -5,7 +5,7 @@
  * @module
  */
 import { DatapathInputError } from "./errors.ts";
-import { cidrContains, isIpv4, parseIpv4, parseIpv4Cidr } from "../../netlink/ipv4.ts";
+import { cidrContains, isIpv4, parseIpv4, parseIpv4Cidr } from "../../base/ipv4.ts";
 import { MAX_IFNAME_BYTES } from "./naming.ts";
 import {
   DATAPATH_KINDS,

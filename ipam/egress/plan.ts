@@ -29,7 +29,7 @@ import {
 import type { NftChainSpec } from "../../netlink/nft_chain.ts";
 import type { NftRuleSpec } from "../../netlink/nft_rule.ts";
 import type { NftSetSpec } from "../../netlink/nft_set.ts";
-import { parseIpv4 } from "../../netlink/ipv4.ts";
+import { parseIpv4 } from "../../base/ipv4.ts";
 
 /** The nftables table vpcni owns (family ip). Nothing else of the ruleset is touched. */
 export const EGRESS_TABLE = "vpcni";

@@ -20,7 +20,7 @@
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
 import { sh } from "../helpers/sh.ts";
-import { CLONE_NEWNET, cString, libc, O_CLOEXEC, O_RDONLY } from "../../netlink/libc.ts";
+import { CLONE_NEWNET, cString, libc, O_CLOEXEC, O_RDONLY } from "../../base/libc.ts";
 import {
   listAddresses,
   listLinks,

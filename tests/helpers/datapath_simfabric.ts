@@ -8,7 +8,7 @@
  * @module
  */
 import { inNetns } from "../../netlink/mod.ts";
-import { formatIpv4, formatIpv4Cidr } from "../../netlink/ipv4.ts";
+import { formatIpv4, formatIpv4Cidr } from "../../base/ipv4.ts";
 import {
   attachPod,
   checkPod,

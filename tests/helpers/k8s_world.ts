@@ -10,7 +10,7 @@
 import { type ScenarioInput, type SimServer, startSim } from "../../aws/sim/mod.ts";
 import { Fabric } from "../../aws/sim/fabric.ts";
 import { forwardIntoNetns, type NetnsForward } from "../../aws/sim/netns_forward.ts";
-import { formatIpv4Cidr } from "../../netlink/ipv4.ts";
+import { formatIpv4Cidr } from "../../base/ipv4.ts";
 import { createNamedNetns, deleteNamedNetns } from "../../netlink/netns_named.ts";
 import { NetlinkSocket } from "../../netlink/socket.ts";
 import { setLinkUp } from "../../netlink/link.ts";

@@ -11,7 +11,7 @@ import { IPAM_PATH } from "../../proto/ipam.ts";
 import { resolveConfig } from "../../ipam/config.ts";
 import { createAwsCloud } from "../../ipam/aws_cloud.ts";
 import { type RunningDaemon, startDaemon, type StartOptions } from "../../ipam/daemon.ts";
-import { TAG_CLUSTER, TAG_INSTANCE } from "../../ipam/growth.ts";
+import { TAG_CLUSTER, TAG_INSTANCE } from "../../base/eni_tags.ts";
 import { setupLogging } from "../../ipam/log.ts";
 
 // VPCNI_TEST_LOG=debug|info|… shows the in-process daemon's JSON log lines.

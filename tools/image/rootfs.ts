@@ -15,7 +15,7 @@ import {
   stampLauncher,
 } from "../../cli/runtime_launcher.ts";
 import { RUNTIME_FLAGS } from "../../cli/launcher.ts";
-import { VPCNI_VERSION } from "../../cli/version.ts";
+import { VPCNI_VERSION } from "../../base/version.ts";
 import { sha256Hex } from "./oci.ts";
 import { sharedLibraries } from "./pieces.ts";
 
