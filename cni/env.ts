@@ -6,6 +6,7 @@
  * @module
  */
 import { CniError, ErrorCode } from "./errors.ts";
+import { CNI_VARS } from "./process_io.ts";
 
 /** The verbs of CNI 1.1. */
 export type CniCommand = "ADD" | "DEL" | "CHECK" | "STATUS" | "GC" | "VERSION";
@@ -44,16 +45,6 @@ export interface CniEnv {
    */
   vars: Record<string, string>;
 }
-
-/** The variables of the CNI environment, as {@linkcode CniEnv.vars} carries them. */
-export const CNI_VARS = [
-  "CNI_COMMAND",
-  "CNI_CONTAINERID",
-  "CNI_NETNS",
-  "CNI_IFNAME",
-  "CNI_ARGS",
-  "CNI_PATH",
-] as const;
 
 /** A value for a message: quoted, and cut at 64 characters. */
 function shown(v: string): string {

@@ -11,6 +11,7 @@ import { CniError, ErrorCode, errorJson, toCniError } from "./errors.ts";
 import { checkLogFile, createLogger, type PluginLogger } from "./log.ts";
 import { checkStdinSize, INPUT_BOUNDS } from "./bounds.ts";
 import { checkNetnsFile } from "./netns_file.ts";
+import { readAllStdin, writeAllStdout } from "./process_io.ts";
 import { runIpamVerb } from "./ipam_plugin.ts";
 import { cmdAdd, cmdCheck, cmdDel, cmdGc, cmdStatus, type MainInvocation } from "./main_plugin.ts";
 import {
@@ -32,32 +33,6 @@ export interface PluginIo {
   readStdin(limit: number): Uint8Array;
   /** Writes to stdout. */
   writeStdout(text: string): void;
-}
-
-function readAllStdin(limit: number): Uint8Array {
-  if (Deno.stdin.isTerminal()) return new Uint8Array();
-  const chunks: Uint8Array[] = [];
-  const buf = new Uint8Array(64 * 1024);
-  let total = 0;
-  while (total <= limit) {
-    const n = Deno.stdin.readSync(buf);
-    if (n === null) break;
-    chunks.push(buf.slice(0, n));
-    total += n;
-  }
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
-}
-
-function writeAllStdout(text: string): void {
-  const bytes = new TextEncoder().encode(text);
-  let off = 0;
-  while (off < bytes.length) off += Deno.stdout.writeSync(bytes.subarray(off));
 }
 
 /** The process's real stdin, stdout and environment. */

@@ -27,6 +27,7 @@
  * @module
  */
 import { httpPost, parseHttpResponse } from "./http_wire.ts";
+import { CNI_VARS, readAllStdin, writeAllStdout } from "./process_io.ts";
 import { CniError, ErrorCode, errorJson } from "./errors.ts";
 import { isSupportedVersion, LATEST_CNI_VERSION } from "./versions.ts";
 import {
@@ -56,16 +57,6 @@ export interface ThinOptions {
   io?: ThinIo;
 }
 
-/** The variables forwarded to the daemon: the spec's, and nothing else of the environment. */
-const FORWARDED_VARS = [
-  "CNI_COMMAND",
-  "CNI_CONTAINERID",
-  "CNI_NETNS",
-  "CNI_IFNAME",
-  "CNI_ARGS",
-  "CNI_PATH",
-] as const;
-
 /** stdin's bound (cni/bounds.ts), repeated here so the thin path loads nothing more. */
 const STDIN_LIMIT = 1024 * 1024;
 /** The socket path's bound: a unix socket address. */
@@ -74,33 +65,6 @@ const SOCKET_PATH_MAX = 107;
 const DEFAULT_TIMEOUT_MS = 5000;
 
 const VERBS = new Set(["ADD", "DEL", "CHECK", "GC", "STATUS"]);
-
-function readAllStdin(limit: number): Uint8Array {
-  if (Deno.stdin.isTerminal()) return new Uint8Array();
-  const chunks: Uint8Array[] = [];
-  const buf = new Uint8Array(64 * 1024);
-  let total = 0;
-  while (total <= limit) {
-    const n = Deno.stdin.readSync(buf);
-    if (n === null) break;
-    chunks.push(buf.slice(0, n));
-    total += n;
-  }
-  if (chunks.length === 1) return chunks[0];
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
-}
-
-function writeAllStdout(text: string): void {
-  const bytes = new TextEncoder().encode(text);
-  let off = 0;
-  while (off < bytes.length) off += Deno.stdout.writeSync(bytes.subarray(off));
-}
 
 /** The process's stdin, stdout and environment. */
 export const thinProcessIo: ThinIo = {
@@ -330,7 +294,7 @@ export async function runThinPlugin(opts: ThinOptions): Promise<number> {
   const route = routeOf(raw);
   if (!route) return await full();
   const env: Record<string, string> = {};
-  for (const name of FORWARDED_VARS) {
+  for (const name of CNI_VARS) {
     const v = io.getEnv(name);
     if (v !== undefined) env[name] = v;
   }
