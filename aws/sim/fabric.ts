@@ -13,37 +13,13 @@
 import type { SimServer } from "./mod.ts";
 import type { EniState, SimState } from "./state.ts";
 import { formatIpv4 } from "../../base/ipv4.ts";
+import { mustRunTool, runTool } from "./tool.ts";
 
 const MTU = 9001;
 const TABLE = "vpcfab";
 
-async function run(
-  cmd: string[],
-  stdin?: string,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = new Deno.Command(cmd[0], {
-    args: cmd.slice(1),
-    stdin: stdin !== undefined ? "piped" : "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin));
-    await w.close();
-  }
-  const out = await child.output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
-
-async function must(cmd: string[], stdin?: string): Promise<string> {
-  const r = await run(cmd, stdin);
-  if (r.code !== 0) {
-    throw new Error(`fabric: ${cmd.join(" ")} exited ${r.code}: ${(r.stderr || r.stdout).trim()}`);
-  }
-  return r.stdout;
-}
+const run = runTool;
+const must = (cmd: string[], stdin?: string) => mustRunTool("fabric", cmd, stdin);
 
 /** What the fabric has wired for one ENI. */
 interface Wired {

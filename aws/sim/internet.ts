@@ -14,6 +14,7 @@
  * @module
  */
 import type { Fabric } from "./fabric.ts";
+import { mustRunTool } from "./tool.ts";
 
 /** Where the two hosts live, and the transit link's addresses. */
 export const INTERNET_DEFAULTS = {
@@ -27,27 +28,7 @@ export const INTERNET_DEFAULTS = {
   internetAddress: "100.127.255.2",
 } as const;
 
-async function must(cmd: string[], stdin?: string): Promise<string> {
-  const child = new Deno.Command(cmd[0], {
-    args: cmd.slice(1),
-    stdin: stdin !== undefined ? "piped" : "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin));
-    await w.close();
-  }
-  const out = await child.output();
-  const dec = new TextDecoder();
-  if (out.code !== 0) {
-    throw new Error(
-      `internet: ${cmd.join(" ")} exited ${out.code}: ${dec.decode(out.stderr).trim()}`,
-    );
-  }
-  return dec.decode(out.stdout);
-}
+const must = (cmd: string[], stdin?: string) => mustRunTool("internet", cmd, stdin);
 
 /** The internet netns behind a fabric; see the module doc. */
 export class Internet {

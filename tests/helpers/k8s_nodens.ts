@@ -19,6 +19,7 @@
  *
  * @module
  */
+import { runTool } from "../../aws/sim/tool.ts";
 
 /** Overlaid directories: the machine's content below, the lane's writes above. */
 const OVERLAYS = ["/etc", "/opt", "/var/lib", "/var/log"];
@@ -149,21 +150,7 @@ export class NodeNamespace {
     cmd: string[],
     stdin?: string,
   ): Promise<{ code: number; stdout: string; stderr: string }> {
-    const argv = this.wrap(cmd);
-    const child = new Deno.Command(argv[0], {
-      args: argv.slice(1),
-      stdin: stdin === undefined ? "null" : "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    if (stdin !== undefined) {
-      const w = child.stdin.getWriter();
-      await w.write(new TextEncoder().encode(stdin));
-      await w.close();
-    }
-    const out = await child.output();
-    const dec = new TextDecoder();
-    return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+    return await runTool(this.wrap(cmd), stdin);
   }
 
   /** Stops one started process (SIGTERM, then SIGKILL after `graceMs`). */
