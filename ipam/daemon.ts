@@ -36,7 +36,7 @@ import { hostKernelView, type KernelView } from "./kernel_view.ts";
 import { nodeSubnetFromImds, SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cache.ts";
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
-import { collectGarbage } from "./memory.ts";
+import { collectGarbage as collectProcessGarbage } from "./memory.ts";
 import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
 import { EgressKeeper } from "./egress/keeper.ts";
@@ -100,6 +100,11 @@ export interface StartOptions {
   random?: () => number;
   /** How long IMDS may lag a mutating call (default {@linkcode IMDS_SETTLE_MS}). */
   imdsSettleMs?: number;
+  /**
+   * Only the node's control logic (ipam/node_core.ts, for fleet simulations): no unix API,
+   * no introspection server, no egress ruleset; pods are served through `pools`.
+   */
+  headless?: boolean;
 }
 
 /**
@@ -257,7 +262,7 @@ async function startLocked(
     save: () => writer.save(),
   });
   await writer.save(); // the reconciled state is the new truth
-  const egress = new EgressKeeper({
+  const egress = o.headless ? undefined : new EgressKeeper({
     cfg,
     primary,
     vpcCidrs: node.vpcCidrs,
@@ -265,11 +270,15 @@ async function startLocked(
     subnets,
     enis: () => state.enis.values(),
   });
-  egress.sync(); // SNAT and connection marks before the first pod is served
+  egress?.sync(); // SNAT and connection marks before the first pod is served
 
+  // A full collection is process-wide: many node cores in one process must not each ask.
+  const collectGarbage = o.headless ? () => false : collectProcessGarbage;
   let ready = false;
-  const api = await serveUnixApi(cfg.socketPath, pools);
-  const introspection = serveIntrospection(cfg.listen, cfg, pools, () => ready);
+  const api = o.headless ? NO_SERVER : await serveUnixApi(cfg.socketPath, pools);
+  const introspection = o.headless
+    ? NO_SERVER
+    : serveIntrospection(cfg.listen, cfg, pools, () => ready);
 
   let stopping = false;
   let resolveFinished!: () => void;
@@ -307,7 +316,7 @@ async function startLocked(
             ec2Due = true;
           }
           if (!ec2Due) collectGarbage(); // a quiet moment, once a minute
-          if (!ec2Due) egress.sync();
+          if (!ec2Due) egress?.sync();
         }
         if (ec2Due) {
           lastImdsCheck = now();
@@ -315,7 +324,7 @@ async function startLocked(
           await subnetCache.refresh(0);
           if (await resyncWithEc2(ctx, cloud)) await writer.save();
           await collector.collect();
-          egress.sync();
+          egress?.sync();
           collectGarbage();
         }
       } catch (e) {
@@ -352,6 +361,12 @@ async function startLocked(
     },
   };
 }
+
+/** What a headless daemon has in place of its servers. */
+const NO_SERVER = {
+  addr: { transport: "tcp", hostname: "", port: 0 } as Deno.NetAddr,
+  shutdown: () => Promise.resolve(),
+};
 
 function sleepUnless(ms: number, stop: () => boolean): Promise<void> {
   return new Promise((resolve) => {
