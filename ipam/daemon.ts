@@ -105,6 +105,8 @@ export interface StartOptions {
    * no introspection server, no egress ruleset; pods are served through `pools`.
    */
   headless?: boolean;
+  /** Multiplies the built-in attach/detach waits (a simulation on scaled AWS time); default 1. */
+  timeScale?: number;
 }
 
 /**
@@ -248,6 +250,7 @@ async function startLocked(
     onGrew: () => {},
     now,
     random: o.random,
+    timeScale: o.timeScale,
   };
   const writer = new CheckpointWriter(cfg.stateDir, () => {
     metrics.checkpointWrites.inc();

@@ -40,6 +40,8 @@ export interface NodeCoreOptions {
    * together (a fleet scaling out, a rolling restart) do not reach EC2 in one burst.
    */
   startJitterMs?: number;
+  /** Multiplies the daemon's built-in attach/detach waits (scaled AWS time); default 1. */
+  timeScale?: number;
 }
 
 /** A running node core. */
@@ -71,6 +73,7 @@ export async function startNodeCore(
     now: o.now,
     random: o.random,
     imdsSettleMs: o.imdsSettleMs,
+    timeScale: o.timeScale,
   });
   return {
     daemon,

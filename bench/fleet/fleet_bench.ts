@@ -148,10 +148,10 @@ async function rollingRestart(
   await waitWarm(nodes, rec, t0);
 }
 
-/** RSS after a full collection when the runtime allows one (`--v8-flags=--expose-gc`). */
-function settledRss(): number {
+/** Memory after a full collection when the runtime allows one (`--v8-flags=--expose-gc`). */
+function settledMemory() {
   (globalThis as { gc?: () => void }).gc?.();
-  return Deno.memoryUsage().rss;
+  return Deno.memoryUsage();
 }
 
 async function stopAll(nodes: (FleetNode | undefined)[]) {
@@ -188,9 +188,11 @@ try {
         const a = phase(
           withErrors ? `(d) cold start of ${N}, 10 % errors` : `(a) cold start of ${N}`,
         );
-        const rssBefore = settledRss();
+        const heapBefore = settledMemory().heapUsed;
         const nodes = await coldStart(sim, side, a);
-        a.memoryPerNodeKib = (settledRss() - rssBefore) / 1024 / N;
+        const after = settledMemory();
+        a.memoryPerNodeKib = (after.heapUsed - heapBefore) / 1024 / N;
+        a.rssMib = after.rss / 1024 / 1024;
         results.push(a.finish());
         if (!withErrors && SCENARIOS.includes("b")) {
           const b = phase(`(b) churn ${CHURN_RATE}/s for ${CHURN_SECONDS} s`);

@@ -23,7 +23,10 @@ export interface PhaseStats {
   otherErrors: number;
   /** Minutes from the phase's start until every node held its warm target (undefined: never). */
   warmAfterMinutes?: number;
+  /** Live JS heap per node after a full collection (the simulator's share of it included). */
   memoryPerNodeKib?: number;
+  /** The process's RSS at the same moment. */
+  rssMib?: number;
   wallSeconds: number;
   /** 99th percentile of event-loop lateness in wall ms (large: the clock did not hold). */
   loopLagP99Ms: number;
@@ -44,6 +47,7 @@ function snapshot(sim: SimServer) {
 export class PhaseRecorder {
   warmAfterMinutes?: number;
   memoryPerNodeKib?: number;
+  rssMib?: number;
   #times: number[] = [];
   #failed = 0;
   #nodeFailures: string[] = [];
@@ -111,6 +115,7 @@ export class PhaseRecorder {
       otherErrors,
       warmAfterMinutes: this.warmAfterMinutes,
       memoryPerNodeKib: this.memoryPerNodeKib,
+      rssMib: this.rssMib,
       wallSeconds: (performance.now() - this.#start) / 1000,
       loopLagP99Ms: quantile(this.#lags, 0.99),
     };
@@ -152,8 +157,8 @@ export function renderReport(
     `${o.scale} = wall time. vpcni pool: ${JSON.stringify({ warmEnis: 1, ...o.pool })}, ` +
     `start-up jitter ${o.jitterSeconds} s. Whole run: ${o.wallSeconds.toFixed(0)} s wall.`,
     "",
-    "| scenario | contender | ADDs | failed (code 11) | p50 time-to-IP (s) | p99 (s) | EC2 calls | throttled | other errors | every node warm after (min) | memory/node (KiB) | wall (s) | loop lag p99 (ms) |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| scenario | contender | ADDs | failed (code 11) | p50 time-to-IP (s) | p99 (s) | EC2 calls | throttled | other errors | every node warm after (min from phase start) | heap/node (KiB) | process RSS (MiB) | wall (s) | loop lag p99 (ms) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const r of rows) {
     lines.push(

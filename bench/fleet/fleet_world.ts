@@ -162,6 +162,7 @@ export function vpcniSide(
       const core: NodeCore = await startNodeCore(cfg, () => cloudFor(sim, i, S), {
         imdsSettleMs: IMDS_SETTLE_MS * S,
         startJitterMs: (o.startJitterSeconds ?? 0) * 1000 * S,
+        timeScale: S,
       });
       const pools = core.daemon.pools;
       const rt = pools.pools.get("default")!;
