@@ -169,8 +169,8 @@ export function renderReport(
       } | ${r.throttled} | ${r.otherErrors} | ${
         r.warmAfterMinutes === undefined ? "never" : r.warmAfterMinutes.toFixed(1)
       } | ${r.memoryPerNodeKib === undefined ? "" : r.memoryPerNodeKib.toFixed(0)} | ${
-        r.wallSeconds.toFixed(0)
-      } | ${r.loopLagP99Ms.toFixed(0)} |`,
+        r.rssMib === undefined ? "" : r.rssMib.toFixed(0)
+      } | ${r.wallSeconds.toFixed(0)} | ${r.loopLagP99Ms.toFixed(0)} |`,
     );
   }
   lines.push("", "EC2 calls by action (every attempt, throttled ones included):", "");
