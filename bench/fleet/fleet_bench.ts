@@ -16,7 +16,8 @@
  * 0.1), VPCNI_FLEET_CHURN_SECONDS (AWS seconds of (b), default 600), VPCNI_FLEET_SCENARIOS
  * (default abcd), VPCNI_FLEET_SIDES (default vpcni,baseline), VPCNI_FLEET_POOL (JSON merged
  * into vpcni's pool, e.g. '{"prefixDelegation":true}'), VPCNI_FLEET_JITTER_SECONDS (vpcni's
- * start-up jitter, default 0).
+ * start-up jitter, default 0), VPCNI_FLEET_ADD_TIMEOUT (AWS seconds an ADD may wait before it
+ * fails with code 11, both sides; default 20, the daemon's addTimeoutSeconds).
  *
  * @module
  */
@@ -42,7 +43,8 @@ const PODS_PER_NODE = 30;
 const POD_RATE = 5; // pods per AWS-second on a node coming up
 const CHURN_RATE = 10; // pods per AWS-second across the fleet
 const BURST_SECONDS = 120; // the autoscaler's burst: every node starts within it
-const ADD_TIMEOUT = 20; // AWS seconds, the daemon's default addTimeoutSeconds
+// AWS seconds; 20 is the daemon's default addTimeoutSeconds. The baseline gets the same.
+const ADD_TIMEOUT = Number(env("VPCNI_FLEET_ADD_TIMEOUT", "20"));
 const WARM_CAP_SECONDS = 1800; // give up waiting for every node to be warm after this
 
 const sleep = (awsMs: number) => new Promise((r) => setTimeout(r, awsMs * S));
@@ -220,6 +222,7 @@ const text = renderReport(results, {
   wallSeconds: (performance.now() - wallStart) / 1000,
   pool: POOL,
   jitterSeconds: JITTER,
+  addTimeoutSeconds: ADD_TIMEOUT,
 });
 console.log(text);
 const w = Deno.args.indexOf("--write");

@@ -146,6 +146,7 @@ export function renderReport(
     wallSeconds: number;
     pool: Record<string, unknown>;
     jitterSeconds: number;
+    addTimeoutSeconds: number;
   },
 ): string {
   const total = (c: Record<string, number>) => Object.values(c).reduce((a, b) => a + b, 0);
@@ -155,7 +156,9 @@ export function renderReport(
     `m5.xlarge nodes; the simulator's account limits on (ENI/IP actions 100 burst, 5/s; other ` +
     `mutating 50, 5/s; Describe 100, 20/s); AWS-like latencies as bench/ipam. AWS time × ` +
     `${o.scale} = wall time. vpcni pool: ${JSON.stringify({ warmEnis: 1, ...o.pool })}, ` +
-    `start-up jitter ${o.jitterSeconds} s. Whole run: ${o.wallSeconds.toFixed(0)} s wall.`,
+    `start-up jitter ${o.jitterSeconds} s; an ADD fails (code 11) after ${o.addTimeoutSeconds} s. Whole run: ${
+      o.wallSeconds.toFixed(0)
+    } s wall.`,
     "",
     "| scenario | contender | ADDs | failed (code 11) | p50 time-to-IP (s) | p99 (s) | EC2 calls | throttled | other errors | every node warm after (min from phase start) | heap/node (KiB) | process RSS (MiB) | wall (s) | loop lag p99 (ms) |",
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
