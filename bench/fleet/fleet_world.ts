@@ -153,7 +153,12 @@ export function vpcniSide(
           ec2ResyncSeconds: 600 * S,
           leakedEniGraceSeconds: 300 * S,
           addTimeoutSeconds: o.addTimeoutSeconds * S,
-          pools: [{ name: "default", ipCooldownSeconds: 30 * S, ...o.pool }],
+          // A whole number of seconds, as the knob demands.
+          pools: [{
+            name: "default",
+            ipCooldownSeconds: Math.max(1, Math.round(30 * S)),
+            ...o.pool,
+          }],
         },
         {},
         {},
