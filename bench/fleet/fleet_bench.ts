@@ -57,13 +57,8 @@ async function coldStart(sim: SimServer, side: FleetSide, rec: PhaseRecorder) {
   const podsDone: Promise<void>[] = [];
   await Promise.all([...Array(N)].map(async (_, i) => {
     await sleep(Math.random() * BURST_SECONDS * 1000);
-    let node: FleetNode;
-    try {
-      node = await side.startNode(sim, i);
-    } catch (e) {
-      rec.nodeFailed(String(e));
-      return;
-    }
+    const node = await startWithRestarts(() => side.startNode(sim, i), rec);
+    if (!node) return;
     nodes[i] = node;
     podsDone.push((async () => {
       const adds: Promise<void>[] = [];
@@ -77,6 +72,25 @@ async function coldStart(sim: SimServer, side: FleetSide, rec: PhaseRecorder) {
   await Promise.all(podsDone);
   await waitWarm(nodes, rec, t0);
   return nodes;
+}
+
+/**
+ * Starts a node as its DaemonSet would: a daemon that exits at start is started again after
+ * a back-off (10 s, doubling, 5 tries), each failed start counted.
+ */
+async function startWithRestarts(
+  start: () => Promise<FleetNode>,
+  rec: PhaseRecorder,
+): Promise<FleetNode | undefined> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    try {
+      return await start();
+    } catch (e) {
+      rec.nodeFailed(String(e));
+      await sleep(10_000 * 2 ** attempt);
+    }
+  }
+  return undefined;
 }
 
 /** Waits until every node holds its warm target; records the minutes since `t0`. */
@@ -138,11 +152,7 @@ async function rollingRestart(
       const old = nodes[i];
       nodes[i] = undefined;
       await old?.stop();
-      try {
-        nodes[i] = await side.startNode(sim, i, old);
-      } catch (e) {
-        rec.nodeFailed(String(e));
-      }
+      nodes[i] = await startWithRestarts(() => side.startNode(sim, i, old), rec);
     }));
   }
   stopChurn = true;

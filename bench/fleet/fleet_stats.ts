@@ -80,7 +80,7 @@ export class PhaseRecorder {
     else this.#failed++;
   }
 
-  /** A node that did not start at all. */
+  /** A daemon start that failed (the node's daemon is started again). */
   nodeFailed(why: string): void {
     if (this.#nodeFailures.length < 3) console.error(`[fleet] node start failed: ${why}`);
     this.#nodeFailures.push(why);
@@ -166,7 +166,7 @@ export function renderReport(
   for (const r of rows) {
     lines.push(
       `| ${r.phase} | ${r.side} | ${r.adds} | ${r.failed}${
-        r.nodeStartsFailed ? ` (+${r.nodeStartsFailed} nodes did not start)` : ""
+        r.nodeStartsFailed ? ` (${r.nodeStartsFailed} daemon starts failed, restarted)` : ""
       } | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${
         total(r.calls)
       } | ${r.throttled} | ${r.otherErrors} | ${
