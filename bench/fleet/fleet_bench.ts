@@ -45,7 +45,7 @@ const CHURN_RATE = 10; // pods per AWS-second across the fleet
 const BURST_SECONDS = 120; // the autoscaler's burst: every node starts within it
 // AWS seconds; 20 is the daemon's default addTimeoutSeconds. The baseline gets the same.
 const ADD_TIMEOUT = Number(env("VPCNI_FLEET_ADD_TIMEOUT", "20"));
-const WARM_CAP_SECONDS = 1800; // give up waiting for every node to be warm after this
+const WARM_CAP_SECONDS = 600; // give up waiting for every node to be warm after this ("never")
 
 const sleep = (awsMs: number) => new Promise((r) => setTimeout(r, awsMs * S));
 const awsNow = () => performance.now() / S;
@@ -111,7 +111,7 @@ function churnStep(nodes: (FleetNode | undefined)[], rec: PhaseRecorder, k: numb
   if (!node) return Promise.resolve();
   const pods = node.pods();
   const victim = pods[Math.floor(Math.random() * pods.length)];
-  const del = victim ? node.del(victim) : Promise.resolve();
+  const del = victim ? node.del(victim).catch((e) => rec.delFailed(e)) : Promise.resolve();
   return del.then(() => rec.add(node, `c${k}-${Math.random().toString(36).slice(2, 8)}`));
 }
 

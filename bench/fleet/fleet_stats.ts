@@ -15,6 +15,8 @@ export interface PhaseStats {
   adds: number;
   failed: number;
   nodeStartsFailed: number;
+  /** DELs the daemon answered with an error (the first one's message is logged). */
+  delsFailed: number;
   /** Time-to-IP quantiles in AWS seconds. */
   p50: number;
   p99: number;
@@ -51,6 +53,7 @@ export class PhaseRecorder {
   #times: number[] = [];
   #failed = 0;
   #nodeFailures: string[] = [];
+  #delsFailed = 0;
   #before: ReturnType<typeof snapshot>;
   #start = performance.now();
   #lags: number[] = [];
@@ -78,6 +81,11 @@ export class PhaseRecorder {
     const ok = await node.add(pod).catch(() => false);
     if (ok) this.#times.push((performance.now() - t) / this.scale / 1000);
     else this.#failed++;
+  }
+
+  /** A DEL that failed. */
+  delFailed(e: unknown): void {
+    if (this.#delsFailed++ === 0) console.error(`[fleet] DEL failed: ${e}`);
   }
 
   /** A daemon start that failed (the node's daemon is started again). */
@@ -108,6 +116,7 @@ export class PhaseRecorder {
       adds: this.#times.length + this.#failed,
       failed: this.#failed,
       nodeStartsFailed: this.#nodeFailures.length,
+      delsFailed: this.#delsFailed,
       p50: quantile(this.#times, 0.5),
       p99: quantile(this.#times, 0.99),
       calls,
@@ -167,9 +176,9 @@ export function renderReport(
     lines.push(
       `| ${r.phase} | ${r.side} | ${r.adds} | ${r.failed}${
         r.nodeStartsFailed ? ` (${r.nodeStartsFailed} daemon starts failed, restarted)` : ""
-      } | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${
-        total(r.calls)
-      } | ${r.throttled} | ${r.otherErrors} | ${
+      }${r.delsFailed ? ` (${r.delsFailed} DELs failed)` : ""} | ${r.p50.toFixed(2)} | ${
+        r.p99.toFixed(2)
+      } | ${total(r.calls)} | ${r.throttled} | ${r.otherErrors} | ${
         r.warmAfterMinutes === undefined ? "never" : r.warmAfterMinutes.toFixed(1)
       } | ${r.memoryPerNodeKib === undefined ? "" : r.memoryPerNodeKib.toFixed(0)} | ${
         r.rssMib === undefined ? "" : r.rssMib.toFixed(0)
