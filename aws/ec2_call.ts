@@ -89,12 +89,17 @@ export class CallEngine {
       if (attempt > 0) this.metrics.retries++;
       let err: Ec2Error;
       try {
-        return await this.#attempt(spec);
+        const answer = await this.#attempt(spec);
+        limiter.feedback(spec.action, spec.filtered, false);
+        return answer;
       } catch (e) {
         err = toEc2Error(spec.action, e, this.#o.endpoint, attempt + 1);
       }
       bump(this.metrics.errors, `${spec.action}:${err.code}`);
-      if (THROTTLE_CODES.has(err.code)) this.metrics.throttles++;
+      if (THROTTLE_CODES.has(err.code)) {
+        this.metrics.throttles++;
+        limiter.feedback(spec.action, spec.filtered, true);
+      }
       let waiting = false;
       if (!isRetryable(err.code, err.httpStatus)) {
         // An earlier attempt may have done the work with its answer lost: ask first.

@@ -2,17 +2,17 @@
  * IMDSv2 client: what the node learns about itself (instance, placement, VPC CIDRs and each
  * ENI by MAC).
  *
- * Reads go through the SDK's `MetadataService` (its retries with backoff, its HTTP handler
- * with connect/request timeouts). The session token is fetched here rather than by the SDK,
- * for two reasons: the SDK fetches a fresh token for every single read (doubling the requests
- * a node makes at start-up), and it ignores a path in the endpoint URL for the token request.
- * The token is cached until shortly before its TTL ends and refreshed once on a 401.
+ * Reads are plain `fetch` calls with retries (full-jitter backoff) on 5xx and network
+ * failures, and every answer's body is read. (The SDK's `MetadataService` leaves the
+ * connection of any non-200 answer open, one socket per 404 of an optional key; it also
+ * fetches a fresh token for every single read and ignores a path in the endpoint URL for the
+ * token request.) The token is cached until shortly before its TTL ends and refreshed once
+ * on a 401.
  * Every read has a hard deadline, so an unreachable endpoint gives an error naming it within
  * seconds instead of hanging.
  *
  * @module
  */
-import { MetadataService } from "@aws-sdk/ec2-metadata-service";
 
 /** The IMDS endpoint used when neither an option nor the environment names one. */
 export const DEFAULT_IMDS_ENDPOINT = "http://169.254.169.254";
@@ -93,7 +93,7 @@ export class ImdsClient {
   /** The endpoint in use. */
   readonly endpoint: string;
   #base: URL;
-  #svc: MetadataService;
+  #retries: number;
   #timeoutMs: number;
   #attemptMs: number;
   #ttl: number;
@@ -120,15 +120,7 @@ export class ImdsClient {
     if (!Number.isInteger(retries) || retries < 0) {
       throw new TypeError(`ImdsClient: retries must be an integer >= 0, got ${retries}`);
     }
-    this.#svc = new MetadataService({
-      endpoint: `${u.protocol}//${u.host}${u.pathname.replace(/\/$/, "")}/`,
-      httpOptions: { timeout: this.#attemptMs },
-      disableFetchToken: true, // the token comes from #token(), cached
-      ec2MetadataV1Disabled: false,
-      retries,
-      // Full jitter: a random share of an exponentially growing ceiling, in seconds.
-      backoff: (n: number) => Math.random() * Math.min(1, 0.05 * 2 ** n),
-    });
+    this.#retries = retries;
   }
 
   #url(path: string): string {
@@ -196,24 +188,47 @@ export class ImdsClient {
     for (let refreshed = false;; refreshed = true) {
       const token = await this.#getToken(refreshed);
       try {
-        return await this.#withDeadline(
-          full,
-          this.#svc.request(full.slice(1), { headers: { "x-aws-ec2-metadata-token": token } }),
-        );
+        const r = await this.#withDeadline(full, this.#read(full, token));
+        if (r.status === 200) return r.body;
+        if (r.status === 404 && optional) return undefined;
+        if (r.status === 401 && !refreshed) continue; // token expired or IMDS restarted
+        throw new ImdsError(this.endpoint, full, `HTTP ${r.status}`, r.status);
       } catch (e) {
-        const status = (e as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-        if (status === 404 && optional) return undefined;
-        if (status === 401 && !refreshed) continue; // token expired or IMDS restarted
         if (e instanceof ImdsError) throw e;
-        throw new ImdsError(
-          this.endpoint,
-          full,
-          status ? `HTTP ${status}` : describe(e),
-          status,
-          e,
-        );
+        throw new ImdsError(this.endpoint, full, describe(e), undefined, e);
       }
     }
+  }
+
+  /** One GET, retried on 5xx and network failures; the body is always read. */
+  async #read(path: string, token: string): Promise<{ status: number; body: string }> {
+    const deadline = Date.now() + this.#timeoutMs;
+    let last: unknown;
+    for (let attempt = 0; attempt <= this.#retries; attempt++) {
+      try {
+        const res = await fetch(this.#url(path), {
+          headers: { "x-aws-ec2-metadata-token": token },
+          signal: AbortSignal.timeout(
+            Math.max(1, Math.min(this.#attemptMs, deadline - Date.now())),
+          ),
+        });
+        const body = await res.text();
+        if (res.status < 500) return { status: res.status, body };
+        last = new ImdsError(this.endpoint, path, `HTTP ${res.status}`, res.status);
+      } catch (e) {
+        last = e;
+      }
+      const pause = Math.random() * Math.min(1000, 50 * 2 ** attempt);
+      if (attempt === this.#retries || Date.now() + pause >= deadline) break;
+      await new Promise((r) => setTimeout(r, pause));
+    }
+    throw last instanceof ImdsError ? last : new ImdsError(
+      this.endpoint,
+      path,
+      `unreachable within ${this.#timeoutMs} ms (${describe(last)})`,
+      undefined,
+      last,
+    );
   }
 
   async #withDeadline<T>(path: string, p: Promise<T>): Promise<T> {

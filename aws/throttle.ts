@@ -10,8 +10,21 @@
  * (CreateNetworkInterface, DeleteNetworkInterface, Assign/UnassignPrivateIpAddresses and
  * ModifyNetworkInterfaceAttribute 100 at 5/s; CreateTags 100 at 10/s).
  *
+ * EC2's buckets are per account, not per client: many nodes each within these numbers can
+ * still empty the account's. So each bucket adapts its refill rate to EC2's answers
+ * (additive increase, multiplicative decrease): a `RequestLimitExceeded` halves it (once
+ * per token at the new rate, so a burst of throttled calls counts as one signal) down to a
+ * tenth of the configured rate, and each call EC2 accepts adds back a twentieth of the
+ * configured rate, up to it. A client that is never throttled never changes pace. The floor
+ * keeps a node that was throttled for minutes able to ask again within seconds once EC2
+ * answers (the AWS SDKs' adaptive retry mode keeps a floor of its own, 0.5 calls/s); pacing
+ * a fleet below that is the job of batching, prefixes and start-up jitter.
+ *
  * @module
  */
+
+/** A throttled bucket's rate never falls below the configured rate divided by this. */
+export const AIMD_FLOOR_DIVISOR = 10;
 
 /** Size and refill rate of one bucket. */
 export interface BucketSpec {
@@ -33,6 +46,8 @@ export interface BucketConfig {
   actions: Record<string, BucketSpec>;
   /** `false` disables client-side limiting (every acquire succeeds at once). */
   enabled: boolean;
+  /** Adapt each bucket's rate to EC2's throttling (AIMD, see the module doc). Default true. */
+  adaptive: boolean;
 }
 
 /** EC2's published default request-rate buckets (see the module doc for the source). */
@@ -49,6 +64,7 @@ export const DEFAULT_BUCKETS: Readonly<BucketConfig> = Object.freeze({
     CreateTags: { capacity: 100, refillPerSecond: 10 },
   },
   enabled: true,
+  adaptive: true,
 });
 
 /** Actions that EC2 charges to the smaller bucket when called without filter or paging. */
@@ -74,6 +90,7 @@ export function resolveBuckets(over: Partial<BucketConfig> = {}): BucketConfig {
     mutating: over.mutating ?? DEFAULT_BUCKETS.mutating,
     actions: { ...DEFAULT_BUCKETS.actions, ...over.actions },
     enabled: over.enabled ?? true,
+    adaptive: over.adaptive ?? true,
   };
   const check = (name: string, s: BucketSpec) => {
     if (!(s.capacity >= 1) || !(s.refillPerSecond > 0) || !Number.isFinite(s.capacity)) {
@@ -98,6 +115,8 @@ export class TokenBucket {
   #tail: Promise<void> = Promise.resolve();
   #waiting = 0;
   #now: () => number;
+  #rate: number;
+  #holdUntil = -Infinity;
 
   /** Starts full, as EC2's buckets do. `now` is injectable for tests. */
   constructor(spec: BucketSpec, now: () => number = () => performance.now()) {
@@ -105,15 +124,45 @@ export class TokenBucket {
     this.#tokens = spec.capacity;
     this.#now = now;
     this.#last = now();
+    this.#rate = spec.refillPerSecond;
   }
 
   #refill(): void {
     const t = this.#now();
     this.#tokens = Math.min(
       this.spec.capacity,
-      this.#tokens + ((t - this.#last) / 1000) * this.spec.refillPerSecond,
+      this.#tokens + ((t - this.#last) / 1000) * this.#rate,
     );
     this.#last = t;
+  }
+
+  /** The refill rate now (tokens/s): the spec's, or less while EC2 throttles. */
+  get rate(): number {
+    return this.#rate;
+  }
+
+  /**
+   * EC2 throttled a call of this bucket: halve the rate (not below a tenth of the
+   * spec's) and drop the tokens on hand, so the next call waits for the slower refill.
+   * Throttles within one token's time at the new rate are the same signal: ignored.
+   */
+  slowDown(): void {
+    const t = this.#now();
+    if (t < this.#holdUntil) return;
+    this.#refill();
+    this.#rate = Math.max(this.spec.refillPerSecond / AIMD_FLOOR_DIVISOR, this.#rate / 2);
+    this.#tokens = Math.min(this.#tokens, 0);
+    this.#holdUntil = t + 1000 / this.#rate;
+  }
+
+  /** EC2 accepted a call of this bucket: add back a twentieth of the spec's rate, up to it. */
+  speedUp(): void {
+    if (this.#rate >= this.spec.refillPerSecond) return;
+    this.#refill();
+    this.#rate = Math.min(
+      this.spec.refillPerSecond,
+      this.#rate + this.spec.refillPerSecond / 20,
+    );
   }
 
   /** Takes a token now if one is there; returns whether it did. */
@@ -127,7 +176,7 @@ export class TokenBucket {
   /** Milliseconds until a token will be there (0 when one is there now). */
   waitMs(): number {
     this.#refill();
-    return this.#tokens >= 1 ? 0 : ((1 - this.#tokens) / this.spec.refillPerSecond) * 1000;
+    return this.#tokens >= 1 ? 0 : ((1 - this.#tokens) / this.#rate) * 1000;
   }
 
   /** Takes a token, waiting for it; resolves to how long it waited in ms. */
@@ -174,6 +223,19 @@ export class ActionLimiter {
   /** Waits for a token of `action`'s bucket; resolves to the wait in ms. */
   acquire(action: string, filtered: boolean): Promise<number> {
     if (!this.config.enabled) return Promise.resolve(0);
+    return this.bucketFor(action, filtered).acquire();
+  }
+
+  /** Tells `action`'s bucket how EC2 answered a call (see the module doc on adapting). */
+  feedback(action: string, filtered: boolean, throttled: boolean): void {
+    if (!this.config.enabled || !this.config.adaptive) return;
+    const b = this.bucketFor(action, filtered);
+    if (throttled) b.slowDown();
+    else b.speedUp();
+  }
+
+  /** The bucket of `action` (created on first use). */
+  bucketFor(action: string, filtered: boolean): TokenBucket {
     const cls = actionClass(action, filtered);
     const key = `${action}/${cls}`;
     let b = this.#buckets.get(key);
@@ -181,6 +243,6 @@ export class ActionLimiter {
       b = new TokenBucket(this.specFor(action, cls));
       this.#buckets.set(key, b);
     }
-    return b.acquire();
+    return b;
   }
 }

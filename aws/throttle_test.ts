@@ -89,3 +89,36 @@ Deno.test("ActionLimiter: each action has its own bucket; disabled means no wait
   const off = new ActionLimiter({ enabled: false, mutating: { capacity: 1, refillPerSecond: 1 } });
   for (let i = 0; i < 5; i++) assert.equal(await off.acquire("AttachNetworkInterface", true), 0);
 });
+
+Deno.test("AIMD: a throttle halves the rate once per signal, successes add a twentieth back", () => {
+  let t = 0;
+  const b = new TokenBucket({ capacity: 10, refillPerSecond: 4 }, () => t);
+  b.slowDown();
+  assert.equal(b.rate, 2);
+  assert.equal(b.tokens, 0, "the tokens on hand are dropped");
+  b.slowDown(); // the same burst of throttles: within one token's time at the new rate
+  assert.equal(b.rate, 2);
+  t = 500; // one token at 2/s
+  b.slowDown();
+  assert.equal(b.rate, 1);
+  assert.equal(b.waitMs(), 1000, "the next token comes at the slower rate");
+  for (let i = 0; i < 19; i++) b.speedUp();
+  assert.equal(b.rate, 4, "additive increase stops at the configured rate");
+  for (let i = 0; i < 40; i++) {
+    t += 1_000_000;
+    b.slowDown();
+  }
+  assert.equal(b.rate, 4 / 10, "never below a tenth of the configured rate");
+});
+
+Deno.test("AIMD is per action, and off when asked", () => {
+  const l = new ActionLimiter();
+  l.feedback("CreateNetworkInterface", true, true);
+  assert.equal(l.bucketFor("CreateNetworkInterface", true).rate, 2.5);
+  assert.equal(l.bucketFor("AttachNetworkInterface", true).rate, 5);
+  l.feedback("CreateNetworkInterface", true, false);
+  assert.equal(l.bucketFor("CreateNetworkInterface", true).rate, 2.75);
+  const fixed = new ActionLimiter({ adaptive: false });
+  fixed.feedback("CreateNetworkInterface", true, true);
+  assert.equal(fixed.bucketFor("CreateNetworkInterface", true).rate, 5);
+});

@@ -1,5 +1,5 @@
 /**
- * `deno task bench [netlink] [cni] [sim] [egress] [ipam]`: runs the benchmarks, each side by side
+ * `deno task bench [netlink] [cni] [sim] [egress] [ipam] [fleet]`: runs the benchmarks, each side by side
  * with its peer in one run, one after the other (never two at once: they would time each
  * other). With no names, runs them all. Each prints its own ratios; copy the figures into
  * bench/RESULTS.md with the command that produced them.
@@ -7,7 +7,10 @@
  * @module
  */
 
-const BENCHES: Record<string, { file: string; args: string[]; what: string }> = {
+const BENCHES: Record<
+  string,
+  { file: string; args: string[]; what: string; denoFlags?: string[] }
+> = {
   netlink: {
     file: "bench/netlink/veth_bench.ts",
     args: [],
@@ -33,6 +36,13 @@ const BENCHES: Record<string, { file: string; args: string[]; what: string }> = 
     args: [],
     what: "scale-up to max pods and churn: vpcni warm pools vs the AWS VPC CNI's policy",
   },
+  fleet: {
+    file: "bench/fleet/fleet_bench.ts",
+    args: [],
+    // A full collection before each memory reading, and room for 1,000 nodes' heaps.
+    denoFlags: ["--v8-flags=--expose-gc,--max-old-space-size=4096"],
+    what: "N nodes on one account's EC2 limits: vpcni node cores vs the AWS VPC CNI's policy",
+  },
 };
 
 const root = new URL("..", import.meta.url).pathname;
@@ -48,9 +58,12 @@ for (const name of wanted) {
 let failed = 0;
 for (const [name, b] of Object.entries(BENCHES)) {
   if (wanted.length && !wanted.includes(name)) continue;
-  console.log(`\n## ${name}: ${b.what}\n$ deno run -A ${b.file} ${b.args.join(" ")}`.trimEnd());
+  const flags = b.denoFlags ?? [];
+  console.log(
+    `\n## ${name}: ${b.what}\n$ deno run -A ${[...flags, b.file, ...b.args].join(" ")}`.trimEnd(),
+  );
   const { code } = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", `${root}${b.file}`, ...b.args],
+    args: ["run", "--allow-all", ...flags, `${root}${b.file}`, ...b.args],
     cwd: root,
     stdout: "inherit",
     stderr: "inherit",

@@ -38,7 +38,7 @@ import { hostKernelView, type KernelView } from "./kernel_view.ts";
 import { nodeSubnetFromImds, SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cache.ts";
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
-import { collectGarbage } from "./memory.ts";
+import { collectGarbage as collectProcessGarbage } from "./memory.ts";
 import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
 import { EgressKeeper } from "./egress/keeper.ts";
@@ -55,8 +55,8 @@ export interface RunningDaemon {
   kubelet?: KubeletLink;
   /** Where introspection listens (useful when `listen` asked for port 0). */
   introspectionAddr: Deno.NetAddr;
-  /** Runs the CNI invocations the thin plugin forwards. */
-  cni: CniService;
+  /** Runs the CNI invocations the thin plugin forwards (none in a headless core). */
+  cni?: CniService;
   /** Resolves when the daemon has stopped. */
   finished: Promise<void>;
   stop(): Promise<void>;
@@ -107,6 +107,13 @@ export interface StartOptions {
   random?: () => number;
   /** How long IMDS may lag a mutating call (default {@linkcode IMDS_SETTLE_MS}). */
   imdsSettleMs?: number;
+  /**
+   * Only the node's control logic (ipam/node_core.ts, for fleet simulations): no unix API,
+   * no introspection server, no egress ruleset; pods are served through `pools`.
+   */
+  headless?: boolean;
+  /** Multiplies the built-in attach/detach waits (a simulation on scaled AWS time); default 1. */
+  timeScale?: number;
 }
 
 /**
@@ -250,6 +257,7 @@ async function startLocked(
     onGrew: () => {},
     now,
     random: o.random,
+    timeScale: o.timeScale,
   };
   const writer = new CheckpointWriter(cfg.stateDir, () => {
     metrics.checkpointWrites.inc();
@@ -264,7 +272,7 @@ async function startLocked(
     save: () => writer.save(),
   });
   await writer.save(); // the reconciled state is the new truth
-  const egress = new EgressKeeper({
+  const egress = o.headless ? undefined : new EgressKeeper({
     cfg,
     primary,
     vpcCidrs: node.vpcCidrs,
@@ -272,31 +280,36 @@ async function startLocked(
     subnets,
     enis: () => state.enis.values(),
   });
-  egress.sync(); // SNAT and connection marks before the first pod is served
+  egress?.sync(); // SNAT and connection marks before the first pod is served
 
-  const kubelet = await startKubeletLinkIfEnabled(pools, cfg);
+  // A full collection is process-wide: many node cores in one process must not each ask.
+  const collectGarbage = o.headless ? () => false : collectProcessGarbage;
+  // A headless core (a fleet simulation) has no kubelet, no datapath and no servers.
+  const kubelet = o.headless ? undefined : await startKubeletLinkIfEnabled(pools, cfg);
   if (kubelet) pools.poolsOfPod = (ns, name) => kubelet.poolsOfPod(ns, name);
 
   let ready = false;
   // The first CNI worker starts now, so the first pod's ADD does not wait for it.
-  const cni = new CniService((body) => answerRaw(pools, body), {
+  const cni = o.headless ? undefined : new CniService((body) => answerRaw(pools, body), {
     warm: true,
     netns: cfg.nodeNetns,
   });
   // Each ENI's host side is set up once, here for those attached already; the loop below
   // does it for ENIs attached later, and growth asks for it at once.
-  const hosts = new HostPreparer(cni, cfg.datapath, cfg.routeTableBase);
-  const syncHosts = () => void hosts.sync(state.enis.values());
+  const hosts = cni && new HostPreparer(cni, cfg.datapath, cfg.routeTableBase);
+  const syncHosts = () => void hosts?.sync(state.enis.values());
   const grew = ctx.onGrew;
   ctx.onGrew = () => {
     grew();
     syncHosts();
   };
   syncHosts();
-  const api = await serveUnixApi(cfg.socketPath, pools, cni);
-  const introspection = serveIntrospection(cfg.listen, cfg, pools, () => ready, {
-    devicePlugin: () => kubelet?.view(),
-  });
+  const api = cni ? await serveUnixApi(cfg.socketPath, pools, cni) : NO_SERVER;
+  const introspection = o.headless
+    ? NO_SERVER
+    : serveIntrospection(cfg.listen, cfg, pools, () => ready, {
+      devicePlugin: () => kubelet?.view(),
+    });
 
   let stopping = false;
   let resolveFinished!: () => void;
@@ -335,7 +348,7 @@ async function startLocked(
             ec2Due = true;
           }
           if (!ec2Due) collectGarbage(); // a quiet moment, once a minute
-          if (!ec2Due) egress.sync();
+          if (!ec2Due) egress?.sync();
         }
         if (ec2Due) {
           lastImdsCheck = now();
@@ -343,7 +356,7 @@ async function startLocked(
           await subnetCache.refresh(0);
           if (await resyncWithEc2(ctx, cloud)) await writer.save();
           await collector.collect();
-          egress.sync();
+          egress?.sync();
           collectGarbage();
         }
       } catch (e) {
@@ -392,6 +405,12 @@ async function startLocked(
     },
   };
 }
+
+/** What a headless daemon has in place of its servers. */
+const NO_SERVER = {
+  addr: { transport: "tcp", hostname: "", port: 0 } as Deno.NetAddr,
+  shutdown: () => Promise.resolve(),
+};
 
 function sleepUnless(ms: number, stop: () => boolean): Promise<void> {
   return new Promise((resolve) => {

@@ -210,19 +210,20 @@ async function attachAndFill(
  */
 async function waitAttached(ctx: GrowthContext, created: EniDescription): Promise<void> {
   const mac = created.mac.toLowerCase();
-  const deadline = ctx.now() + 120_000;
-  let nextEc2Look = ctx.now() + 10_000;
-  let delay = 100;
+  const k = ctx.timeScale ?? 1;
+  const deadline = ctx.now() + 120_000 * k;
+  let nextEc2Look = ctx.now() + 10_000 * k;
+  let delay = 100 * k;
   while (ctx.now() < deadline) {
     const macs = await ctx.cloud.attachedMacs().catch(() => undefined);
     if (macs?.includes(mac)) return;
     if (!macs || ctx.now() >= nextEc2Look) {
-      nextEc2Look = ctx.now() + 10_000;
+      nextEc2Look = ctx.now() + 10_000 * k;
       const [d] = await ctx.cloud.describeEnis([created.id]).catch(() => [] as EniDescription[]);
       if (d?.attachment?.status === "attached") return;
     }
     await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 1000);
+    delay = Math.min(delay * 2, 1000 * k);
   }
   throw new Error(`ENI ${created.id} did not reach "attached" in 120 s`);
 }
@@ -236,17 +237,18 @@ async function waitAttached(ctx: GrowthContext, created: EniDescription): Promis
  * proves nothing and is asked again. Throws when the ENI is still there after 60 s.
  */
 export async function deleteDetached(
-  ctx: Pick<GrowthContext, "cloud" | "now">,
+  ctx: Pick<GrowthContext, "cloud" | "now" | "timeScale">,
   eni: { id: string; mac: string },
 ): Promise<void> {
-  const deadline = ctx.now() + 60_000;
+  const k = ctx.timeScale ?? 1;
+  const deadline = ctx.now() + 60_000 * k;
   const mac = eni.mac.toLowerCase();
-  let delay = 100;
+  let delay = 100 * k;
   while (ctx.now() < deadline) {
     const macs = await ctx.cloud.attachedMacs().catch(() => undefined);
     if (!macs || !macs.includes(mac)) break;
     await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 1000);
+    delay = Math.min(delay * 2, 1000 * k);
   }
   try {
     await ctx.cloud.deleteEni(eni.id);
@@ -256,7 +258,7 @@ export async function deleteDetached(
     if (code === "InvalidNetworkInterfaceID.NotFound") return;
     if (code !== "InvalidNetworkInterface.InUse") throw e;
   }
-  delay = 100;
+  delay = 100 * k;
   let lastError: unknown;
   while (ctx.now() < deadline) {
     let d: EniDescription | undefined;
@@ -279,7 +281,7 @@ export async function deleteDetached(
       lastError = e;
     }
     await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 1000);
+    delay = Math.min(delay * 2, 1000 * k);
   }
   throw new Error(
     `ENI ${eni.id} still not "available" after detach` +

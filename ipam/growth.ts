@@ -56,6 +56,11 @@ export interface GrowthContext {
   now: () => number;
   /** Random source of the weighted subnet choice (tests pin it). */
   random?: () => number;
+  /**
+   * Multiplies the built-in waits of attach and detach (IMDS polling, deadlines); 1 unless a
+   * simulation runs AWS time scaled (bench/fleet).
+   */
+  timeScale?: number;
 }
 
 const SUBNET_FULL_MS = 60_000;

@@ -109,6 +109,7 @@ export async function handleControl(
   }
   const f = parsed.data;
   if (f.throttle !== undefined) faults.throttle = f.throttle;
+  if (f.accountLimits !== undefined) faults.accountLimits = f.accountLimits;
   if (f.buckets) Object.assign(faults.buckets, f.buckets);
   if (f.actionBuckets) Object.assign(faults.actionBuckets, f.actionBuckets);
   if (f.throttleProbability !== undefined) faults.throttleProbability = f.throttleProbability;

@@ -19,6 +19,13 @@ export type ActionCategory = "nonMutating" | "unfilteredNonMutating" | "mutating
 export interface FaultConfig {
   /** Throttle with a token bucket per action (AWS request-rate limiting). Off by default. */
   throttle: boolean;
+  /**
+   * Throttle with the account's buckets as AWS publishes them, per action
+   * ({@linkcode AWS_ACCOUNT_BUCKETS}): one bucket per action shared by every client of the
+   * simulator, as EC2 keeps one per account and Region. Overrides `throttle` and `buckets`
+   * (`actionBuckets` still win). Off by default.
+   */
+  accountLimits: boolean;
   /** Bucket per category; AWS's published defaults unless overridden. */
   buckets: Record<ActionCategory, BucketSpec>;
   /** Per-action bucket overrides, e.g. `{ AssignPrivateIpAddresses: { capacity: 2, refillPerSecond: 1 } }`. */
@@ -44,10 +51,34 @@ export const AWS_DEFAULT_BUCKETS: Record<ActionCategory, BucketSpec> = {
   mutating: { capacity: 200, refillPerSecond: 5 },
 };
 
+/**
+ * The account-level request-rate buckets EC2 documents ("Request throttling for the Amazon
+ * EC2 API"): per category, and the ENI and address actions with their own numbers.
+ */
+export const AWS_ACCOUNT_BUCKETS: {
+  categories: Record<ActionCategory, BucketSpec>;
+  actions: Record<string, BucketSpec>;
+} = {
+  categories: {
+    nonMutating: { capacity: 100, refillPerSecond: 20 },
+    unfilteredNonMutating: { capacity: 50, refillPerSecond: 10 },
+    mutating: { capacity: 50, refillPerSecond: 5 },
+  },
+  actions: {
+    CreateNetworkInterface: { capacity: 100, refillPerSecond: 5 },
+    DeleteNetworkInterface: { capacity: 100, refillPerSecond: 5 },
+    AssignPrivateIpAddresses: { capacity: 100, refillPerSecond: 5 },
+    UnassignPrivateIpAddresses: { capacity: 100, refillPerSecond: 5 },
+    ModifyNetworkInterfaceAttribute: { capacity: 100, refillPerSecond: 5 },
+    CreateTags: { capacity: 100, refillPerSecond: 10 },
+  },
+};
+
 /** A fault config with nothing injected. */
 export function defaultFaults(): FaultConfig {
   return {
     throttle: false,
+    accountLimits: false,
     buckets: structuredClone(AWS_DEFAULT_BUCKETS),
     actionBuckets: {},
     throttleProbability: 0,
@@ -74,10 +105,19 @@ interface Bucket {
 export class FaultInjector {
   #buckets = new Map<string, Bucket>();
   #random: () => number;
+  #clock: () => number;
 
-  /** `random` is injectable so tests can make probabilistic faults deterministic. */
-  constructor(readonly config: FaultConfig, random: () => number = Math.random) {
+  /**
+   * `random` is injectable so tests can make probabilistic faults deterministic; `clock` (ms)
+   * so a bench can run the buckets on a scaled clock.
+   */
+  constructor(
+    readonly config: FaultConfig,
+    random: () => number = Math.random,
+    clock: () => number = () => performance.now(),
+  ) {
     this.#random = random;
+    this.#clock = clock;
   }
 
   /** Empties the bucket state, e.g. after the bucket sizes changed. */
@@ -86,9 +126,9 @@ export class FaultInjector {
   }
 
   /** Decides whether this request passes or fails with an injected error. */
-  decide(action: string, category: ActionCategory, now = performance.now()): FaultDecision {
+  decide(action: string, category: ActionCategory, now = this.#clock()): FaultDecision {
     const c = this.config;
-    if (c.throttle && !this.#take(action, category, now)) return throttled();
+    if ((c.throttle || c.accountLimits) && !this.#take(action, category, now)) return throttled();
     if (c.throttleProbability > 0 && this.#random() < c.throttleProbability) return throttled();
     if (c.errorRate > 0 && this.#random() < c.errorRate) {
       return this.#random() < 0.5
@@ -114,7 +154,11 @@ export class FaultInjector {
   }
 
   #take(action: string, category: ActionCategory, now: number): boolean {
-    const spec = this.config.actionBuckets[action] ?? this.config.buckets[category];
+    const c = this.config;
+    const spec = c.actionBuckets[action] ??
+      (c.accountLimits
+        ? AWS_ACCOUNT_BUCKETS.actions[action] ?? AWS_ACCOUNT_BUCKETS.categories[category]
+        : c.buckets[category]);
     const key = `${action}/${category}`;
     let b = this.#buckets.get(key);
     if (

@@ -13,7 +13,12 @@ const TTL_HEADER = "x-aws-ec2-metadata-token-ttl-seconds";
 const TOKEN_HEADER = "x-aws-ec2-metadata-token";
 
 function text(body: string, status = 200, headers: Record<string, string> = {}): Response {
-  return new Response(body, { status, headers: { "content-type": "text/plain", ...headers } });
+  return new Response(body, {
+    status,
+    // One request per connection: the SDK's metadata client opens a new connection per
+    // request and never closes it, so open ones would pile up over a long run of many nodes.
+    headers: { "content-type": "text/plain", connection: "close", ...headers },
+  });
 }
 
 const notFound = () => text("Not Found", 404);

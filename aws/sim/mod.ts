@@ -38,7 +38,7 @@ export type {
   SubnetState,
   TypeLimits,
 } from "./state.ts";
-export { AWS_DEFAULT_BUCKETS, defaultFaults } from "./faults.ts";
+export { AWS_ACCOUNT_BUCKETS, AWS_DEFAULT_BUCKETS, defaultFaults } from "./faults.ts";
 export type { ActionCategory, BucketSpec, FaultConfig } from "./faults.ts";
 export { SimError } from "./errors.ts";
 
@@ -52,6 +52,8 @@ export interface StartSimOptions {
   log?: boolean | string;
   /** Random source for probabilistic faults (tests make them deterministic). */
   random?: () => number;
+  /** Clock of the request-rate buckets in ms (a bench runs them on a scaled clock). */
+  clock?: () => number;
 }
 
 /** Counters of served requests. */
@@ -86,6 +88,7 @@ function mergeFaults(base: FaultConfig, f: Scenario["faults"]): FaultConfig {
   const b = base.buckets;
   return {
     throttle: f.throttle ?? base.throttle,
+    accountLimits: f.accountLimits ?? base.accountLimits,
     buckets: {
       nonMutating: f.buckets?.nonMutating ?? b.nonMutating,
       unfilteredNonMutating: f.buckets?.unfilteredNonMutating ?? b.unfilteredNonMutating,
@@ -111,7 +114,7 @@ export async function startSim(o: StartSimOptions): Promise<SimServer> {
   const faults = mergeFaults(defaultFaults(), scenario.faults);
   const source = typeof o.scenario === "string" ? o.scenario : "<scenario object>";
   const state = new SimState(scenario, faults, source);
-  const injector = new FaultInjector(faults, o.random);
+  const injector = new FaultInjector(faults, o.random, o.clock);
   const stats: SimStats = { ec2: new Map(), errors: new Map(), imds: new Map() };
   const logLine = makeLogger(o.log);
   const servers: Deno.HttpServer[] = [];

@@ -28,6 +28,7 @@ const bucket = z.object({
 /** Schema of the `faults` section (every field optional; see FaultConfig). */
 export const FaultsSchema = z.object({
   throttle: z.boolean().optional(),
+  accountLimits: z.boolean().optional(),
   buckets: z.object({
     nonMutating: bucket.optional(),
     unfilteredNonMutating: bucket.optional(),

@@ -2,7 +2,9 @@
  * The peer for bench/ipam: a reimplementation of the AWS VPC CNI's default warm-pool policy
  * (ipamd with WARM_ENI_TARGET=1, no WARM_IP_TARGET/MINIMUM_IP_TARGET), driven through the
  * same EC2/IMDS clients against the same simulator. What it does, as documented for ipamd:
- * - at start, one DescribeNetworkInterfaces of the node's ENIs (ipamd's node init);
+ * - at start, one DescribeNetworkInterfaces of the node's ENIs (ipamd's node init), whose
+ *   attached ENIs and addresses it takes over (a restarted ipamd rebuilds its pool from them,
+ *   and its pods' addresses from its checkpoint: `start({ used })`);
  * - a pool monitor every 5 s: while fewer than one ENI's worth of addresses is available
  *   (cooling addresses are not available), fill the newest ENI that has room with all the
  *   addresses it can take in one AssignPrivateIpAddresses call, else create a new ENI with
@@ -43,13 +45,14 @@ export class AwsCniWarmEniBaseline {
   /** `scale` multiplies every period (the bench runs AWS time scaled down). */
   constructor(readonly cloud: CloudApi, readonly scale: number) {}
 
-  /** Learns the node and starts the monitor loops. */
-  async start(): Promise<void> {
+  /** Learns the node and starts the monitor loops; `used`: pods' addresses of a restart. */
+  async start(o: { used?: Iterable<string> } = {}): Promise<void> {
     const node = await this.cloud.nodeMetadata();
     const limits = await this.cloud.instanceLimits(node.instanceType);
     // ipamd's node init describes the node's ENIs once (DescribeAllENIs: their tags say which
-    // ENIs it must leave alone).
-    await this.cloud.describeAttachedEnis(node.instanceId);
+    // ENIs it must leave alone, and a restart finds its earlier ENIs there).
+    const attached = await this.cloud.describeAttachedEnis(node.instanceId);
+    for (const ip of o.used ?? []) this.#used.add(ip);
     this.#instanceId = node.instanceId;
     this.#maxEnis = limits.maxEnis;
     this.#perEni = limits.ipv4PerEni - 1;
@@ -57,9 +60,29 @@ export class AwsCniWarmEniBaseline {
     this.#subnetId = primary.subnetId;
     this.#sgs = primary.securityGroupIds;
     this.#enis.push({ id: primary.eniId, deviceIndex: 0, ips: primary.localIpv4s.slice(1) });
+    for (const e of attached) {
+      if (!e.attachment || e.attachment.deviceIndex === 0) continue;
+      this.#enis.push({
+        id: e.id,
+        deviceIndex: e.attachment.deviceIndex,
+        attachmentId: e.attachment.id,
+        ips: e.privateIps.slice(1),
+      });
+    }
     this.#timers.push(setInterval(() => void this.#increase(), 5000 * this.scale));
     this.#timers.push(setInterval(() => void this.#decrease(), 30_000 * this.scale));
     await this.#increase();
+  }
+
+  /** Addresses of running pods (what ipamd's checkpoint keeps over a restart). */
+  get used(): ReadonlySet<string> {
+    return this.#used;
+  }
+
+  /** Whether at least one ENI's worth of addresses is available (the warm target). */
+  atWarmTarget(): boolean {
+    return this.#available().length >= this.#perEni ||
+      this.#enis.length >= this.#maxEnis;
   }
 
   /** Stops the loops. */
@@ -73,10 +96,13 @@ export class AwsCniWarmEniBaseline {
     );
   }
 
-  /** ADD: an address, waiting for the pool when it is empty. */
-  async add(): Promise<{ ip: string; waitedMs: number }> {
+  /** ADD: an address, waiting for the pool when it is empty (until `timeoutMs`, then throws). */
+  async add(timeoutMs = Infinity): Promise<{ ip: string; waitedMs: number }> {
     const t0 = performance.now();
     for (;;) {
+      if (performance.now() - t0 > timeoutMs) {
+        throw new Error(`no address within ${Math.round(timeoutMs)} ms`);
+      }
       const ip = this.#available()[0];
       if (ip) {
         this.#used.add(ip);

@@ -58,7 +58,7 @@ async function withDaemon(fn: (node: TestNode, stack: Stack) => Promise<void>): 
   try {
     const node = await makeNode();
     // The daemon runs in this process; the pods' node is a netns of the test's.
-    stack.daemon.cni.useNetns(node.node.path);
+    stack.daemon.cni!.useNetns(node.node.path);
     try {
       await fn(node, stack);
     } finally {

@@ -34,7 +34,7 @@ Deno.test("the daemon prepares each attached ENI's host side before any ADD", as
       );
       links.push({ name: `eni${i}`, eni: e });
     }
-    stack.daemon.cni.useNetns(node.node.path);
+    stack.daemon.cni!.useNetns(node.node.path);
     for (const { name, eni } of links) {
       const own = eni.privateIps.find((p) => p.primary)!.address;
       const table = String(100 + eni.attachment!.deviceIndex);
