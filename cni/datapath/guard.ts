@@ -63,13 +63,14 @@ export function macSet(macs: readonly string[] | undefined): Set<string> {
 
 /**
  * Why the datapath must leave a link alone, or undefined when it may delete it: an ENI's
- * MAC, or a kind the datapath never makes (a physical NIC has none).
+ * MAC, or a kind the datapath never makes (a physical NIC has none). An ipvlan slave shares
+ * its parent ENI's MAC by design and is never an ENI itself: its MAC says nothing.
  */
 export function untouchableReason(
   link: { name: string; kind?: string; mac: string },
   eniMacs: Set<string>,
 ): string | undefined {
-  if (link.mac && eniMacs.has(link.mac.toLowerCase())) {
+  if (link.kind !== "ipvlan" && link.mac && eniMacs.has(link.mac.toLowerCase())) {
     return `link ${link.name} has MAC ${link.mac}, which is one of the node's ENIs`;
   }
   if (!link.kind || !OWN_LINK_KINDS.includes(link.kind)) {

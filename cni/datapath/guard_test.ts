@@ -60,6 +60,11 @@ Deno.test("untouchableReason: ENI MACs and kinds the datapath never makes are le
     untouchableReason({ name: "eth0", kind: "ipvlan", mac: "02:aa:bb:cc:dd:09" }, enis),
     undefined,
   );
+  assert.equal(
+    untouchableReason({ name: "eth0", kind: "ipvlan", mac: "02:aa:bb:cc:dd:01" }, enis),
+    undefined,
+    "an ipvlan slave has its parent ENI's MAC and is still the pod's",
+  );
 });
 
 Deno.test("isOwnNetns: the plugin's own netns by any of its names, not a missing path", () => {

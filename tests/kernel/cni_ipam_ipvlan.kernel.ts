@@ -110,6 +110,9 @@ for (const datapath of ["ipvlan-l2", "ipvlan-l3s"] as const) {
       assert.equal(del.code, 0, `cnitool del: ${del.stdout} ${del.stderr}`);
       assert.equal(standin.reservations.size, 0);
       assert.deepEqual(await kernelState(node.node.name), before, "DEL leaves the node as it was");
+      // The ipvlan slave carries its parent ENI's MAC, yet it is the pod's: DEL removes it.
+      const podLinks = await ipJson<{ ifname: string }[]>(["link", "show"], pod.name);
+      assert.deepEqual(podLinks.map((l) => l.ifname), ["lo"], "DEL removes the pod's interface");
     } finally {
       await standin.close();
       await node.cleanup();
