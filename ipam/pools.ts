@@ -158,9 +158,22 @@ export class PoolManager {
     if (req.annotations?.[ANNOTATION_SUBNET_SELECTOR] !== undefined) {
       await this.ctx.ensureSubnetsDescribed?.();
     }
-    const resourcePools = this.poolsOfPod && req.podNamespace && req.podName
-      ? await this.poolsOfPod(req.podNamespace, req.podName)
-      : undefined;
+    let resourcePools: string[] | undefined;
+    try {
+      resourcePools = this.poolsOfPod && req.podNamespace && req.podName
+        ? await this.poolsOfPod(req.podNamespace, req.podName)
+        : undefined;
+    } catch (e) {
+      // Which pool the pod's device is of is unknown: a guess could hand it another pool's
+      // address, so the runtime is asked to try again.
+      return {
+        ok: false,
+        code: ErrorCode.TRY_AGAIN_LATER,
+        msg: (e as Error).message,
+        details: "the pod may hold a vpcni.io/<pool> device; the runtime retries the pod, and " +
+          "'vpcni doctor' shows the kubelet link",
+      };
+    }
     const rt = this.resolvePool(req.annotations, resourcePools);
     if (!("cfg" in rt)) return rt;
     const pool = rt.cfg.name;

@@ -46,6 +46,10 @@ export interface KubeletLink {
    * Pools whose `vpcni.io/<pool>` devices the pod holds (empty: none); undefined when the
    * kubelet could not be asked in time (logged).
    */
+  /**
+   * The pools whose devices the pod holds (empty: none). Rejects when the kubelet does not
+   * answer in time: the ADD is then answered "try again", never with a guessed pool.
+   */
   poolsOfPod(namespace: string, name: string): Promise<string[] | undefined>;
   /** Registration and each pool's advertised capacity. */
   view(): PoolCapacityView;

@@ -108,6 +108,7 @@ export function startKubeletLink(pools: PoolManager, o: KubeletLinkOptions): Kub
   const timer = setInterval(tick, TICK_MS);
 
   return {
+    /** Throws {@linkcode PodResourcesUnavailable} when the kubelet does not answer in time. */
     async poolsOfPod(namespace, name) {
       const pod = `${namespace}/${name}`;
       try {
@@ -119,10 +120,10 @@ export function startKubeletLink(pools: PoolManager, o: KubeletLinkOptions): Kub
         remember({ pod, error: (e as Error).message });
         log.warn(
           "kubelet pod-resources did not say which pool {namespace}/{name} holds ({error}); " +
-            "using its annotations",
+            "the ADD is answered 'try again' rather than with a guessed pool",
           { namespace, name, error: (e as Error).message },
         );
-        return undefined;
+        throw new PodResourcesUnavailable(pod, (e as Error).message);
       }
     },
     view(): PoolCapacityView {
@@ -146,4 +147,17 @@ export function startKubeletLink(pools: PoolManager, o: KubeletLinkOptions): Kub
       podResources.close();
     },
   };
+}
+
+/**
+ * The kubelet's pod-resources API did not say which pool's devices a pod holds. A pod that
+ * asked for `vpcni.io/<pool>` must get that pool, so the ADD is answered "try again" (the
+ * runtime retries the sandbox) rather than with the annotation's or the default pool.
+ */
+export class PodResourcesUnavailable extends Error {
+  /** `pod` is namespace/name; `reason` what the kubelet's API call ended with. */
+  constructor(readonly pod: string, readonly reason: string) {
+    super(`the kubelet's pod-resources API did not say which pool ${pod} holds: ${reason}`);
+    this.name = "PodResourcesUnavailable";
+  }
 }

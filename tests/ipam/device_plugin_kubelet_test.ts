@@ -176,7 +176,14 @@ Deno.test({
     // pod-resources answers the restarted kubelet's pods at once: a new pod of b gets b.
     await kubelet.addStaticPod("pb3", { "vpcni.io/b": 1 });
     assert.ok(await eventually(async () => !!(await podListed("pb3")), 30_000), "pb3 admitted");
-    const pb3 = allocation(await stack.call({ ...addReq("pb3"), podName: "pb3-vpcni-node" }));
+    // Until the restarted kubelet answers pod-resources, the ADD is told to try again, as the
+    // runtime would; it must then get b, never the default pool.
+    let pb3Answer = await stack.call({ ...addReq("pb3"), podName: "pb3-vpcni-node" });
+    for (let i = 0; i < 15 && !pb3Answer.ok && pb3Answer.code === 11; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      pb3Answer = await stack.call({ ...addReq("pb3"), podName: "pb3-vpcni-node" });
+    }
+    const pb3 = allocation(pb3Answer);
     assert.equal(pb3.pool, "b", "not the default pool: the restarted kubelet was asked");
     const view = await stack.introspect<{ registrations: number; registered: boolean }>(
       "/v1/device-plugin",
