@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { DEFAULT_BUCKETS } from "../throttle.ts";
 
 /** Token bucket size and refill rate. */
 export interface BucketSpec {
@@ -59,19 +60,13 @@ export const AWS_ACCOUNT_BUCKETS: {
   categories: Record<ActionCategory, BucketSpec>;
   actions: Record<string, BucketSpec>;
 } = {
+  // The same published numbers the EC2 client paces itself by: one table, read by both.
   categories: {
-    nonMutating: { capacity: 100, refillPerSecond: 20 },
-    unfilteredNonMutating: { capacity: 50, refillPerSecond: 10 },
-    mutating: { capacity: 50, refillPerSecond: 5 },
+    nonMutating: DEFAULT_BUCKETS.nonMutating,
+    unfilteredNonMutating: DEFAULT_BUCKETS.unfilteredNonMutating,
+    mutating: DEFAULT_BUCKETS.mutating,
   },
-  actions: {
-    CreateNetworkInterface: { capacity: 100, refillPerSecond: 5 },
-    DeleteNetworkInterface: { capacity: 100, refillPerSecond: 5 },
-    AssignPrivateIpAddresses: { capacity: 100, refillPerSecond: 5 },
-    UnassignPrivateIpAddresses: { capacity: 100, refillPerSecond: 5 },
-    ModifyNetworkInterfaceAttribute: { capacity: 100, refillPerSecond: 5 },
-    CreateTags: { capacity: 100, refillPerSecond: 10 },
-  },
+  actions: DEFAULT_BUCKETS.actions,
 };
 
 /** A fault config with nothing injected. */
