@@ -11,7 +11,7 @@ import { ipJson, run, sh } from "../helpers/sh.ts";
 import { peerBin } from "../helpers/peers.ts";
 import type { TestNetns } from "../helpers/netns.ts";
 import { INSTANCE, type Stack, standardScenario, startStack } from "../ipam/harness.ts";
-import { makeNode, type PluginRun, runVpcni, type TestNode } from "./harness.ts";
+import { assertNoStack, makeNode, type PluginRun, runVpcni, type TestNode } from "./harness.ts";
 
 /** Runs the real ptp once inside the node netns. */
 async function runPtp(
@@ -45,10 +45,6 @@ async function podAddrs(pod: TestNetns): Promise<string[]> {
     pod.name,
   );
   return links.filter((l) => l.ifname !== "lo").flatMap((l) => l.addr_info.map((a) => a.local));
-}
-
-function noStack(r: PluginRun): void {
-  assert.doesNotMatch(r.stdout + r.stderr, /\n\s+at \S+ \(|file:\/\/\//, "no JS stack trace");
 }
 
 async function withDaemon(fn: (node: TestNode, stack: Stack) => Promise<void>): Promise<void> {
@@ -106,7 +102,7 @@ Deno.test("ptp + ipam vpcni: a second ADD of a live attachment is refused, the p
         String(dup.json?.msg),
         new RegExp(`already holds ${ipA.replaceAll(".", "\\.")}`),
       );
-      noStack(dup);
+      assertNoStack(dup);
     }
     assert.deepEqual(await podAddrs(podB), [], "nothing was wired into the other netns");
     assert.equal(await held(stack, network, "pod-a"), ipA, "the live pod keeps its reservation");
@@ -185,7 +181,7 @@ Deno.test("vpcni main plugin: a second ADD of a live attachment is refused, the 
       const dup = await runVpcni(node, env("ADD", "main-a", target), conf);
       assert.equal(dup.code, 1, dup.stdout);
       assert.equal(dup.json?.code, 106, dup.stdout);
-      noStack(dup);
+      assertNoStack(dup);
     }
     assert.equal(await held(stack, network, "main-a"), ipA);
     assert.deepEqual(await kernelState(node.node.name), nodeAfterA, "the node is unchanged");
@@ -202,7 +198,7 @@ Deno.test("vpcni main plugin: a second ADD of a live attachment is refused, the 
     assert.equal(clash.json?.code, 4, clash.stdout);
     assert.match(String(clash.json?.msg), /^CNI_IFNAME "eth0" already exists in CNI_NETNS /);
     assert.match(String(clash.json?.details), /^tried: attach of container main-clash/);
-    noStack(clash);
+    assertNoStack(clash);
     assert.equal(await held(stack, network, "main-clash"), "code 3");
     assert.equal(await held(stack, network, "main-a"), ipA);
     assert.deepEqual(await kernelState(podA.name), podAfterA);

@@ -9,6 +9,7 @@ import { createNetns, deleteNetns, isRoot, type TestNetns, uniqueName } from "..
 import { run, type RunResult, sh } from "../helpers/sh.ts";
 import { peerBin } from "../helpers/peers.ts";
 import { type CniBinDir, makeCniBinDir } from "../helpers/cni_launcher.ts";
+import assert from "node:assert/strict";
 
 /** Every netns these tests create starts with this. */
 export const PREFIX = "vcn";
@@ -97,6 +98,21 @@ export async function makeNode(): Promise<TestNode> {
 export interface PluginRun extends RunResult {
   /** stdout parsed as JSON, when it is JSON. */
   json?: Record<string, unknown>;
+}
+
+/** The CNI environment of one call for interface eth0, with `extra` variables on top. */
+export function podEnv(
+  cmd: string,
+  id: string,
+  netns: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return { CNI_COMMAND: cmd, CNI_CONTAINERID: id, CNI_NETNS: netns, CNI_IFNAME: "eth0", ...extra };
+}
+
+/** Asserts that a plugin run printed no JavaScript stack trace, on stdout or stderr. */
+export function assertNoStack(r: PluginRun): void {
+  assert.doesNotMatch(r.stdout + r.stderr, /\n\s+at \S+ \(|file:\/\/\//, "no JS stack trace");
 }
 
 /** Runs the vpcni launcher once inside `netns` with CNI env vars and stdin. */

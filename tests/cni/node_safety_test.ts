@@ -10,21 +10,15 @@ import { startIpamStandin } from "../helpers/ipam_standin.ts";
 import { ipJson, sh } from "../helpers/sh.ts";
 import type { TestNetns } from "../helpers/netns.ts";
 import { hostVethName } from "../../cni/datapath/naming.ts";
-import { makeNode, NODE_ENI_MAC, type PluginRun, runVpcni, type TestNode } from "./harness.ts";
-
-function env(cmd: string, id: string, netns: string, extra: Record<string, string> = {}) {
-  return {
-    CNI_COMMAND: cmd,
-    CNI_CONTAINERID: id,
-    CNI_NETNS: netns,
-    CNI_IFNAME: "eth0",
-    ...extra,
-  };
-}
-
-function noStack(r: PluginRun): void {
-  assert.doesNotMatch(r.stdout + r.stderr, /\n\s+at \S+ \(|file:\/\/\//, "no JS stack trace");
-}
+import {
+  assertNoStack,
+  makeNode,
+  NODE_ENI_MAC,
+  type PluginRun,
+  podEnv,
+  runVpcni,
+  type TestNode,
+} from "./harness.ts";
 
 interface Rule {
   priority: number;
@@ -65,9 +59,9 @@ Deno.test("DEL whose prevResult names another pod removes what the attachment ho
       daemonSocket: socket,
     };
     const [podA, podB] = [await node.pod(), await node.pod()];
-    const addA = await runVpcni(node, env("ADD", "pod-a", podA.path), JSON.stringify(conf));
+    const addA = await runVpcni(node, podEnv("ADD", "pod-a", podA.path), JSON.stringify(conf));
     assert.equal(addA.code, 0, addA.stdout + addA.stderr);
-    const addB = await runVpcni(node, env("ADD", "pod-b", podB.path), JSON.stringify(conf));
+    const addB = await runVpcni(node, podEnv("ADD", "pod-b", podB.path), JSON.stringify(conf));
     assert.equal(addB.code, 0, addB.stdout + addB.stderr);
     const rulesB = await rulesOf(node, "10.77.0.91");
     assert.deepEqual(rulesB, ["1000 all 10.77.0.91 main", "2000 10.77.0.91 all 101"]);
@@ -75,7 +69,7 @@ Deno.test("DEL whose prevResult names another pod removes what the attachment ho
     // DEL of pod A carrying pod B's result: pod A's objects go, pod B's stay.
     const del = await runVpcni(
       node,
-      env("DEL", "pod-a", podA.path),
+      podEnv("DEL", "pod-a", podA.path),
       JSON.stringify({ ...conf, prevResult: addB.json }),
     );
     assert.equal(del.code, 0, del.stdout + del.stderr);
@@ -86,7 +80,7 @@ Deno.test("DEL whose prevResult names another pod removes what the attachment ho
     assert.deepEqual([...standin.reservations.values()].map((a) => a.ip), ["10.77.0.91"]);
     const checkB = await runVpcni(
       node,
-      env("CHECK", "pod-b", podB.path),
+      podEnv("CHECK", "pod-b", podB.path),
       JSON.stringify({ ...conf, prevResult: addB.json }),
     );
     assert.equal(checkB.code, 0, checkB.stdout + checkB.stderr);
@@ -113,9 +107,9 @@ Deno.test("DEL with a delegated IPAM plugin and another pod's prevResult: the ke
     };
     const path = { CNI_PATH: node.bin.dir };
     const [podA, podB] = [await node.pod(), await node.pod()];
-    const addA = await runVpcni(node, env("ADD", "hl-a", podA.path, path), JSON.stringify(conf));
+    const addA = await runVpcni(node, podEnv("ADD", "hl-a", podA.path, path), JSON.stringify(conf));
     assert.equal(addA.code, 0, addA.stdout + addA.stderr);
-    const addB = await runVpcni(node, env("ADD", "hl-b", podB.path, path), JSON.stringify(conf));
+    const addB = await runVpcni(node, podEnv("ADD", "hl-b", podB.path, path), JSON.stringify(conf));
     assert.equal(addB.code, 0, addB.stdout + addB.stderr);
     const ipOf = (r: PluginRun) =>
       (r.json as { ips: { address: string }[] }).ips[0].address.split("/")[0];
@@ -124,7 +118,7 @@ Deno.test("DEL with a delegated IPAM plugin and another pod's prevResult: the ke
     assert.equal(rulesB.length, 1);
     const del = await runVpcni(
       node,
-      env("DEL", "hl-a", podA.path, path),
+      podEnv("DEL", "hl-a", podA.path, path),
       JSON.stringify({ ...conf, prevResult: addB.json }),
     );
     assert.equal(del.code, 0, del.stdout + del.stderr);
@@ -166,7 +160,7 @@ Deno.test("GC without cni.dev/valid-attachments is refused (code 7) and changes 
     const pods: Record<string, TestNetns> = {};
     for (const id of ["live", "stale"]) {
       pods[id] = await node.pod();
-      const r = await runVpcni(node, env("ADD", id, pods[id].path), JSON.stringify(net));
+      const r = await runVpcni(node, podEnv("ADD", id, pods[id].path), JSON.stringify(net));
       assert.equal(r.code, 0, r.stdout + r.stderr);
     }
     const before = await kernelState(node.node.name);
@@ -182,7 +176,7 @@ Deno.test("GC without cni.dev/valid-attachments is refused (code 7) and changes 
       assert.equal(gc.code, 1, gc.stdout);
       assert.equal(gc.json?.code, 7, gc.stdout);
       assert.match(String(gc.json?.msg), /cni\.dev\/valid-attachments/);
-      noStack(gc);
+      assertNoStack(gc);
       assert.equal(standin.reservations.size, 2, "no reservation was released");
       assert.deepEqual(await kernelState(node.node.name), before, "no host object was removed");
     }
@@ -233,7 +227,7 @@ Deno.test("the node's own netns as CNI_NETNS: ADD, CHECK and DEL change nothing 
     };
     // A live pod, so a DEL that wrongly ran would have something to take from the node.
     const pod = await node.pod();
-    const add = await runVpcni(node, env("ADD", "own", pod.path), JSON.stringify(conf));
+    const add = await runVpcni(node, podEnv("ADD", "own", pod.path), JSON.stringify(conf));
     assert.equal(add.code, 0, add.stdout + add.stderr);
     const before = await kernelState(node.node.name);
     const prev = JSON.stringify({ ...conf, prevResult: add.json });
@@ -248,12 +242,12 @@ Deno.test("the node's own netns as CNI_NETNS: ADD, CHECK and DEL change nothing 
       ) {
         const r = await runVpcni(
           node,
-          { ...env(cmd, id, netns), CNI_IFNAME: ifName },
+          { ...podEnv(cmd, id, netns), CNI_IFNAME: ifName },
           cmd === "ADD" ? JSON.stringify(conf) : prev,
         );
         assert.notEqual(r.code, 0, `${cmd} ${ifName} with CNI_NETNS=${netns} succeeded`);
         assert.ok([4, 7].includes(Number(r.json?.code)), r.stdout);
-        noStack(r);
+        assertNoStack(r);
         assert.deepEqual(
           await kernelState(node.node.name),
           before,
@@ -287,14 +281,14 @@ Deno.test("DEL leaves alone a link that is not the datapath's: an ENI's MAC, or 
     });
     // Pod 1: its eth0 replaced by a link with the ENI's MAC (an ENI moved into the netns).
     const pod1 = await node.pod();
-    const add = await runVpcni(node, env("ADD", "eni-in-pod", pod1.path), conf);
+    const add = await runVpcni(node, podEnv("ADD", "eni-in-pod", pod1.path), conf);
     assert.equal(add.code, 0, add.stdout + add.stderr);
     await sh(["ip", "link", "del", "eth0"], { netns: pod1.name });
     await sh(
       ["ip", "link", "add", "eth0", "address", NODE_ENI_MAC, "type", "veth", "peer", "name", "x0"],
       { netns: pod1.name },
     );
-    const del = await runVpcni(node, env("DEL", "eni-in-pod", pod1.path), conf);
+    const del = await runVpcni(node, podEnv("DEL", "eni-in-pod", pod1.path), conf);
     assert.equal(del.code, 0, del.stdout + del.stderr);
     assert.equal(await hasLink(pod1.name, "eth0"), true, "the ENI's link is left alone");
     assert.equal(standin.reservations.size, 0, "the attachment itself is gone");
@@ -302,7 +296,7 @@ Deno.test("DEL leaves alone a link that is not the datapath's: an ENI's MAC, or 
     // Pod 2: its eth0 is a bridge, which the datapath never makes.
     const pod2 = await node.pod();
     await sh(["ip", "link", "add", "eth0", "type", "bridge"], { netns: pod2.name });
-    const del2 = await runVpcni(node, env("DEL", "never-added", pod2.path), conf);
+    const del2 = await runVpcni(node, podEnv("DEL", "never-added", pod2.path), conf);
     assert.equal(del2.code, 0, del2.stdout + del2.stderr);
     assert.equal(await hasLink(pod2.name, "eth0"), true, "the bridge is left alone");
   } finally {

@@ -8,21 +8,7 @@ import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
 import { startIpamStandin } from "../helpers/ipam_standin.ts";
 import { ipJson } from "../helpers/sh.ts";
-import { makeNode, type PluginRun, runVpcni } from "./harness.ts";
-
-function env(cmd: string, id: string, netns: string, extra: Record<string, string> = {}) {
-  return {
-    CNI_COMMAND: cmd,
-    CNI_CONTAINERID: id,
-    CNI_NETNS: netns,
-    CNI_IFNAME: "eth0",
-    ...extra,
-  };
-}
-
-function noStack(r: PluginRun): void {
-  assert.doesNotMatch(r.stdout + r.stderr, /\n\s+at \S+ \(|file:\/\/\//, "no JS stack trace");
-}
+import { assertNoStack, makeNode, podEnv, runVpcni } from "./harness.ts";
 
 async function linkMtu(netns: string, name: string): Promise<number> {
   return (await ipJson<{ mtu: number }[]>(["link", "show", name], netns))[0].mtu;
@@ -52,16 +38,16 @@ Deno.test("mtu in the conflist never changes the ENI's link; the pod gets at mos
       };
       const pod = await node.pod();
       const id = `mtu-${mtu}`;
-      const add = await runVpcni(node, env("ADD", id, pod.path), JSON.stringify(conf));
+      const add = await runVpcni(node, podEnv("ADD", id, pod.path), JSON.stringify(conf));
       assert.equal(add.code, 0, add.stdout + add.stderr);
       assert.equal(await linkMtu(node.node.name, "eth0"), eniMtu, `mtu ${mtu} changed the ENI`);
       assert.equal(await linkMtu(pod.name, "eth0"), podMtu);
       const ifs = (add.json as { interfaces: { mtu?: number }[] }).interfaces;
       assert.deepEqual(ifs.map((i) => i.mtu), [podMtu, podMtu], "the result says the real MTU");
       const prev = JSON.stringify({ ...conf, prevResult: add.json });
-      const check = await runVpcni(node, env("CHECK", id, pod.path), prev);
+      const check = await runVpcni(node, podEnv("CHECK", id, pod.path), prev);
       assert.equal(check.code, 0, check.stdout + check.stderr);
-      const del = await runVpcni(node, env("DEL", id, pod.path), prev);
+      const del = await runVpcni(node, podEnv("DEL", id, pod.path), prev);
       assert.equal(del.code, 0, del.stdout + del.stderr);
       assert.equal(await linkMtu(node.node.name, "eth0"), eniMtu);
     }
@@ -113,13 +99,13 @@ Deno.test("an IPAM result giving an address no pod may have is refused (105), no
       await Deno.writeTextFile(marker, "");
       const r = await runVpcni(
         node,
-        env("ADD", "bad", pod.path, { CNI_PATH: node.bin.dir, VCN_ADDR: addr }),
+        podEnv("ADD", "bad", pod.path, { CNI_PATH: node.bin.dir, VCN_ADDR: addr }),
         conf("vcn-bad-ipam"),
       );
       assert.equal(r.code, 1, `${addr}: ${r.stdout}`);
       assert.equal(r.json?.code, 105, `${addr}: ${r.stdout}`);
       assert.match(String(r.json?.msg), why, addr);
-      noStack(r);
+      assertNoStack(r);
       assert.deepEqual((await Deno.readTextFile(marker)).trim().split("\n"), ["ADD", "DEL"]);
       assert.deepEqual(await kernelState(node.node.name), nodeBefore, `${addr} changed the node`);
       assert.deepEqual(await kernelState(pod.name), podBefore, `${addr} changed the pod`);
@@ -128,7 +114,7 @@ Deno.test("an IPAM result giving an address no pod may have is refused (105), no
     // The reference loopback plugin named as the IPAM plugin: it answers 127.0.0.1/8.
     const lo = await runVpcni(
       node,
-      env("ADD", "lo", pod.path, { CNI_PATH: node.bin.dir }),
+      podEnv("ADD", "lo", pod.path, { CNI_PATH: node.bin.dir }),
       conf("loopback"),
     );
     assert.equal(lo.json?.code, 105, lo.stdout);
