@@ -13,6 +13,8 @@
  * @module
  */
 
+import { concatBytes } from "./bytes.ts";
+
 /** Called by every pod's ADD and DEL: netlink and unix sockets, netns entry, sysctl reads. */
 const CORE_SYMBOLS = {
   socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
@@ -92,10 +94,7 @@ const encoder = new TextEncoder();
 
 /** A NUL-terminated copy of `s`, for `const char *` parameters. */
 export function cString(s: string): Uint8Array {
-  const b = encoder.encode(s);
-  const out = new Uint8Array(b.length + 1);
-  out.set(b);
-  return out;
+  return concatBytes([encoder.encode(s), new Uint8Array(1)]);
 }
 
 /** Constants from the Linux UAPI headers used across netlink/. */

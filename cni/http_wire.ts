@@ -6,6 +6,8 @@
  * @module
  */
 
+import { concatBytes } from "../base/bytes.ts";
+
 /** An HTTP answer: status code and body text. */
 export interface UnixHttpResponse {
   status: number;
@@ -20,17 +22,6 @@ function indexOfCrlfCrlf(b: Uint8Array): number {
     if (b[i] === 13 && b[i + 1] === 10 && b[i + 2] === 13 && b[i + 3] === 10) return i;
   }
   return -1;
-}
-
-/** Joins byte chunks. */
-export function concat(chunks: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
 }
 
 /** Decodes a chunked transfer-encoded body. */
@@ -49,7 +40,7 @@ export function decodeChunked(b: Uint8Array): Uint8Array {
     parts.push(b.subarray(start, start + size));
     i = start + size + 2;
   }
-  return concat(parts);
+  return concatBytes(parts);
 }
 
 /** Parses a complete HTTP/1.1 response (head and body, read to EOF). */
@@ -82,5 +73,5 @@ export function httpPost(urlPath: string, body: string): Uint8Array {
     `POST ${urlPath} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n` +
       `content-length: ${payload.length}\r\nconnection: close\r\n\r\n`,
   );
-  return concat([head, payload]);
+  return concatBytes([head, payload]);
 }

@@ -1,9 +1,11 @@
 /**
  * The plugin process's own stdin, stdout and CNI variables, shared by the thin plugin and the
- * whole plugin. Imports nothing: the thin path loads it for every pod.
+ * whole plugin. Imports only base/bytes.ts: the thin path loads it for every pod.
  *
  * @module
  */
+
+import { concatBytes } from "../base/bytes.ts";
 
 /** The variables of the CNI environment: the spec's, and nothing else of it. */
 export const CNI_VARS = [
@@ -30,14 +32,7 @@ export function readAllStdin(limit: number): Uint8Array {
     chunks.push(buf.slice(0, n));
     total += n;
   }
-  if (chunks.length === 1) return chunks[0];
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
+  return chunks.length === 1 ? chunks[0] : concatBytes(chunks);
 }
 
 /** Writes all of `text` to stdout (a pipe may take it in pieces). */

@@ -37,6 +37,7 @@ import {
   IPAM_PATH,
   MAX_DAEMON_ANSWER_BYTES,
 } from "../proto/ipam.ts";
+import { concatBytes } from "../base/bytes.ts";
 
 /** Where an invocation reads and writes (the full plugin's `PluginIo`). */
 export interface ThinIo {
@@ -143,13 +144,7 @@ async function readAnswer(conn: Deno.UnixConn, max: number): Promise<Uint8Array>
     total += n;
     if (total > max) throw new RangeError(`an answer of more than ${max} bytes`);
   }
-  const raw = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    raw.set(c, off);
-    off += c.length;
-  }
-  return raw;
+  return concatBytes(chunks);
 }
 
 /**

@@ -9,6 +9,7 @@
  * @module
  */
 import { errno, libc, strerror } from "../base/libc.ts";
+import { concatBytes } from "../base/bytes.ts";
 
 const AF_UNIX = 1;
 const SOCK_STREAM = 1;
@@ -131,13 +132,7 @@ export function unixExchange(
       total += n;
       if (total > maxBytes) throw new UnixAnswerTooLargeError(path, maxBytes);
     }
-    const out = new Uint8Array(total);
-    let at = 0;
-    for (const ch of chunks) {
-      out.set(ch, at);
-      at += ch.length;
-    }
-    return out;
+    return concatBytes(chunks);
   } finally {
     c.close(fd);
   }

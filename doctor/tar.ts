@@ -5,6 +5,7 @@
  * @module
  */
 import { gzipSync } from "node:zlib";
+import { concatBytes } from "../base/bytes.ts";
 
 /** One file of the archive. */
 export interface TarFile {
@@ -68,23 +69,14 @@ function header(f: TarFile, size: number): Uint8Array {
 /** Builds an uncompressed tar archive. */
 export function tar(files: TarFile[]): Uint8Array {
   const parts: Uint8Array[] = [];
-  let total = 0;
   for (const f of files) {
     const data = typeof f.data === "string" ? enc.encode(f.data) : f.data;
     const h = header(f, data.length);
     const pad = (512 - (data.length % 512)) % 512;
     parts.push(h, data, new Uint8Array(pad));
-    total += 512 + data.length + pad;
   }
   parts.push(new Uint8Array(1024)); // two zero blocks end the archive
-  total += 1024;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concatBytes(parts);
 }
 
 /** Builds a gzip-compressed tar archive. */

@@ -6,6 +6,7 @@
  * @module
  */
 import { InvalidInputError } from "./errors.ts";
+import { concatBytes } from "../base/bytes.ts";
 
 /** NLM_F_APPEND: NEWRULE adds the rule at the end of its chain. */
 export const NLM_F_APPEND_RULE = 0x800;
@@ -21,11 +22,8 @@ export function ruleCommentBytes(text: string): Uint8Array {
   if (t.length + 1 > COMMENT_MAX) {
     throw new InvalidInputError(`nft comment longer than ${COMMENT_MAX - 1} bytes: "${text}"`);
   }
-  const out = new Uint8Array(2 + t.length + 1);
-  out[0] = COMMENT;
-  out[1] = t.length + 1;
-  out.set(t, 2);
-  return out;
+  // type, length, then the text with its NUL
+  return concatBytes([new Uint8Array([COMMENT, t.length + 1]), t, new Uint8Array(1)]);
 }
 
 /** The comment in user data, if it holds one. */

@@ -36,6 +36,7 @@ import {
 } from "./codec.ts";
 import { errorFromErrno, lastError, NetlinkError } from "./errors.ts";
 import { inNetns } from "./netns.ts";
+import { concatBytes } from "../base/bytes.ts";
 
 /** The kernel never sends a netlink datagram larger than 32 KiB to us; leave room. */
 const RECV_SIZE = 64 * 1024;
@@ -311,12 +312,7 @@ export class NetlinkSocket {
       seqToIndex.set(seq, i);
     });
     parts.push(end.finish(this.nextSeq()));
-    const dgram = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let off = 0;
-    for (const p of parts) {
-      dgram.set(p, off);
-      off += p.length;
-    }
+    const dgram = concatBytes(parts);
     // The kernel handles a datagram inside send(): once the fence (sent on its own, since a
     // batch takes its whole datagram) is answered, every ack of the batch is in hand.
     this.send(dgram, "transaction");
@@ -352,27 +348,17 @@ export class NetlinkSocket {
     while (next < requests.length || pending > 0) {
       // Refill the window once half of it is acked, packing the requests into one datagram.
       const parts: Uint8Array[] = [];
-      let size = 0;
       const refill = pending <= PIPELINE_WINDOW / 2;
       while (refill && next < requests.length && pending < PIPELINE_WINDOW) {
         const seq = this.nextSeq();
         const b = requests[next].message.finish(seq);
         b[6] |= NLM_F_ACK;
         parts.push(b);
-        size += b.length;
         seqToIndex.set(seq, next);
         next++;
         pending++;
       }
-      if (parts.length > 0) {
-        const dgram = new Uint8Array(size);
-        let off = 0;
-        for (const p of parts) {
-          dgram.set(p, off);
-          off += p.length;
-        }
-        this.send(dgram, "batch");
-      }
+      if (parts.length > 0) this.send(concatBytes(parts), "batch");
       // Drain whatever acks are ready; at least one datagram.
       for (const msg of this.receive("batch")) {
         if (msg.type !== NLMSG_ERROR) continue;

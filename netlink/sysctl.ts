@@ -11,6 +11,7 @@ import { cString, EINTR, errno, libc, O_CLOEXEC, O_RDONLY, O_WRONLY } from "../b
 import { errorFromErrno, InvalidInputError, lastError } from "./errors.ts";
 import { inNetns } from "./netns.ts";
 import { checkNetnsPath } from "./validate.ts";
+import { concatBytes } from "../base/bytes.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -56,13 +57,7 @@ function readNow(path: string, key: string): string {
       if (n === 0) break;
       chunks.push(buf.slice(0, n));
     }
-    const all = new Uint8Array(chunks.reduce((t, c) => t + c.length, 0));
-    let off = 0;
-    for (const c of chunks) {
-      all.set(c, off);
-      off += c.length;
-    }
-    return decoder.decode(all).replace(/\n$/, "");
+    return decoder.decode(concatBytes(chunks)).replace(/\n$/, "");
   } finally {
     l.close(fd);
   }
