@@ -13,23 +13,26 @@
  * @module
  */
 import type { Route } from "../netlink/mod.ts";
+import { describeRule, type PlannedRule } from "../cni/datapath/plan.ts";
 import {
-  planAttachment,
-  type PlannedRoute,
-  type PlannedRule,
-  type Step,
-} from "../cni/datapath/plan.ts";
-import { eniTableRoutes, HOST_SYSCTLS } from "../cni/datapath/host.ts";
+  compareEni,
+  compareHostSysctls,
+  comparePod,
+  type Finding,
+} from "../cni/datapath/compare.ts";
 import { hostVethName } from "../cni/datapath/naming.ts";
-import { canonicalDst } from "../base/ipv4.ts";
 import {
+  type DatapathConfig,
   type DatapathKind,
   type EniInfo,
   MAIN_TABLE_ID,
+  type PodAttachment,
   RULE_PRIORITY_FROM_POD,
   RULE_PRIORITY_TO_POD,
 } from "../cni/datapath/types.ts";
 import { linkName, type NetnsSnapshot } from "./kernel.ts";
+
+export { describeRule };
 
 /** One pod allocation, with the ENI it sits on when known. */
 export interface AllocationFact {
@@ -51,6 +54,8 @@ export interface DatapathSettings {
   hostVethPrefix: string;
   mtu: number;
   serviceCidrs: string[];
+  /** Node addresses routed over the host veth (ipvlan); empty: the host's global ones. */
+  nodeIps?: string[];
 }
 
 /** A problem with one allocation's objects. */
@@ -98,64 +103,26 @@ export interface DatapathFindings {
   unjudged: string[];
 }
 
-function sameRule(
-  r: { priority: number; src?: string; dst?: string; table: number },
-  p: PlannedRule,
-) {
-  return r.priority === p.priority && (r.src ?? "") === (p.src ?? "") &&
-    (r.dst ?? "") === (p.dst ?? "") && r.table === p.table;
+/** The datapath config ADD was given, as far as the conflist tells it. */
+function configOf(s: DatapathSettings): DatapathConfig {
+  return {
+    kind: s.kind,
+    mtu: s.mtu,
+    serviceCidrs: s.serviceCidrs,
+    nodeIps: s.nodeIps ?? [],
+    hostVethPrefix: s.hostVethPrefix,
+  };
 }
 
-function routeMatches(snap: NetnsSnapshot, r: PlannedRoute): boolean {
-  const dev = snap.links.find((l) => l.name === r.dev)?.index;
-  const dst = r.dst === "default" ? "default" : canonicalDst(r.dst);
-  return snap.routes.some((h) =>
-    (h.dst === dst || (dst === "default" && h.dst === "0.0.0.0/0")) && h.table === r.table &&
-    h.dev === dev && (r.gateway === undefined || h.gateway === r.gateway)
-  );
-}
-
-function describeRoute(r: PlannedRoute): string {
-  return `route ${r.dst}${r.gateway ? ` via ${r.gateway}` : ""} dev ${r.dev} table ${
-    r.table === MAIN_TABLE_ID ? "main" : r.table
-  }`;
-}
-
-/** A rule as `ip rule` would show it, e.g. `rule 1000: to 10.0.1.9/32 lookup main`. */
-export function describeRule(r: PlannedRule): string {
-  return `rule ${r.priority}: ${r.src ? `from ${r.src} ` : ""}${
-    r.dst ? `to ${r.dst} ` : ""
-  }lookup ${r.table === MAIN_TABLE_ID ? "main" : r.table}`;
-}
-
-/** What ADD made for one allocation, per side, as the datapath planner lays it out. */
-function plannedSteps(
-  s: DatapathSettings,
-  a: AllocationFact,
-  host: NetnsSnapshot,
-): Step[] | undefined {
-  const parent = a.eni ? host.links.find((l) => l.mac === a.eni!.mac) : undefined;
+/** The attachment ADD made for an allocation. */
+function attachmentOf(a: AllocationFact): PodAttachment {
   const prefixLen = a.eni ? Number(a.eni.subnetCidr.split("/")[1]) : 32;
-  try {
-    return planAttachment(
-      {
-        kind: s.kind,
-        mtu: s.mtu,
-        serviceCidrs: s.serviceCidrs,
-        nodeIps: [],
-        hostVethPrefix: s.hostVethPrefix,
-      },
-      {
-        containerId: a.containerId,
-        ifName: a.ifName,
-        netns: a.netns ?? "",
-        address: { ip: a.ip, prefixLen, gateway: a.eni?.gateway ?? "0.0.0.0", eni: a.eni },
-      },
-      { parentIndex: parent?.index ?? 0, nodeIps: [] },
-    ).steps;
-  } catch {
-    return undefined;
-  }
+  return {
+    containerId: a.containerId,
+    ifName: a.ifName,
+    netns: a.netns ?? "",
+    address: { ip: a.ip, prefixLen, gateway: a.eni?.gateway ?? "0.0.0.0", eni: a.eni },
+  };
 }
 
 /**
@@ -182,61 +149,30 @@ export function analyseDatapath(
   const miss = (a: AllocationFact, what: string) =>
     f.missing.push({ containerId: a.containerId, ip: a.ip, what });
 
+  // The comparator CNI CHECK uses (cni/datapath/compare.ts), over doctor's snapshots.
+  const cfg = configOf(s);
+  const hostView = { ...host, sysctls };
+  const sysctl = (x: Finding) => x.kind === "sysctl";
   for (const a of allocations) {
-    const steps = plannedSteps(s, a, host);
-    if (!steps) continue;
     const pod = a.netns ? pods.get(a.netns) : undefined;
     if (a.netns && !pod) f.goneNetns.push(a);
-    for (const st of steps) {
-      if (st.op === "rule" && !host.rules.some((r) => sameRule(r, st.rule))) {
-        miss(a, `${describeRule(st.rule)} missing`);
-      } else if (st.op === "route" && st.side === "host" && !routeMatches(host, st.route)) {
-        miss(a, `host ${describeRoute(st.route)} missing`);
-      } else if (st.op === "veth" && !host.links.some((l) => l.name === st.hostName)) {
-        miss(a, `host veth ${st.hostName} missing`);
-      } else if (st.op === "neigh" && st.side === "host") {
-        const idx = host.links.find((l) => l.name === st.neigh.link)?.index;
-        if (!host.neighbours.some((n) => n.index === idx && n.ip === st.neigh.ip)) {
-          miss(a, `host neighbour ${st.neigh.ip} dev ${st.neigh.link} missing`);
-        }
-      } else if (pod && st.op === "addr" && st.side === "pod") {
-        const idx = pod.links.find((l) => l.name === st.link)?.index;
-        const [ip, len] = st.cidr.split("/");
-        if (
-          !pod.addresses.some((x) =>
-            x.index === idx && x.address === ip && x.prefixLen === Number(len)
-          )
-        ) {
-          miss(a, `pod address ${st.cidr} on ${st.link} missing`);
-        }
-      } else if (pod && st.op === "route" && st.side === "pod" && !routeMatches(pod, st.route)) {
-        miss(a, `pod ${describeRoute(st.route)} missing`);
-      } else if (pod && st.op === "neigh" && st.side === "pod") {
-        const idx = pod.links.find((l) => l.name === st.neigh.link)?.index;
-        if (
-          !pod.neighbours.some((n) =>
-            n.index === idx && n.ip === st.neigh.ip && n.state === "permanent"
-          )
-        ) {
-          miss(a, `pod neighbour ${st.neigh.ip} dev ${st.neigh.link} missing`);
-        }
-      }
+    let found: Finding[];
+    try {
+      found = comparePod(cfg, attachmentOf(a), { host: hostView, pod });
+    } catch {
+      continue; // an allocation the planner refuses (a bad record): not a datapath to judge
     }
+    for (const x of found) miss(a, x.text);
   }
 
-  // T(E) of every attached ENI but the primary.
+  // The daemon sets up the host side of every ENI it attaches; the node's primary ENI is
+  // set up by the first ADD of a pod on it, so without one it is not judged.
+  const carrying = new Set(allocations.map((a) => a.eni?.id ?? a.eniId));
   for (const e of enis) {
-    if (e.primary || e.deviceIndex === 0) continue;
-    const link = host.links.find((l) => l.mac === e.mac);
-    if (!link) continue; // not attached (yet): the consistency check reports it
-    for (const r of eniTableRoutes(e, link.name)) {
-      if (!routeMatches(host, r)) {
-        f.missing.push({
-          containerId: "-",
-          ip: e.id,
-          what: `${describeRoute(r)} (T(E) of ${e.id}) missing`,
-        });
-      }
+    if ((e.primary || e.deviceIndex === 0) && !carrying.has(e.id)) continue;
+    for (const x of compareEni(cfg, e, hostView)) {
+      if (sysctl(x)) f.sysctl.push(x.text);
+      else f.missing.push({ containerId: "-", ip: e.id, what: x.text });
     }
   }
 
@@ -248,11 +184,7 @@ export function analyseDatapath(
     f.unjudged = [...new Set(ips)].sort();
   }
 
-  for (const [key, want] of HOST_SYSCTLS) {
-    if (sysctls[key] !== undefined && sysctls[key] !== want) {
-      f.sysctl.push(`${key} = ${sysctls[key]}, the datapath needs ${want}`);
-    }
-  }
+  f.sysctl.unshift(...compareHostSysctls(hostView).map((x) => x.text));
   // Strict reverse-path filtering drops pod traffic that arrives on a secondary ENI while
   // main's route back points at eth0. The effective value is the max of all and the link.
   const all = Number(sysctls["net.ipv4.conf.all.rp_filter"] ?? "0");

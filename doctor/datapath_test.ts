@@ -95,8 +95,8 @@ Deno.test("each missing host object is named", () => {
   host.routes = host.routes.filter((r) => !(r.table === 101 && r.dst === "default"));
   const f = analyseDatapath(settings, [alloc], [eni], host, new Map(), sysctls, known);
   assert.deepEqual(f.missing.map((m) => m.what), [
-    "rule 2000: from 10.0.1.5/32 lookup 101 missing",
-    "route default via 10.0.1.1 dev eth1 table 101 (T(E) of eni-1) missing",
+    "host: rule 2000: from 10.0.1.5/32 lookup 101 missing",
+    "host: route default via 10.0.1.1 dev eth1 table 101 missing",
   ]);
 });
 
@@ -138,7 +138,7 @@ Deno.test("forwarding off and strict rp_filter on a secondary ENI are reported",
     "net.ipv4.conf.eth1.rp_filter": "0",
   }, known);
   assert.equal(f.sysctl.length, 2);
-  assert.match(f.sysctl[0], /ip_forward = 0, the datapath needs 1/);
+  assert.match(f.sysctl[0], /^host: sysctl net\.ipv4\.ip_forward is 0, expected 1$/);
   assert.match(f.sysctl[1], /rp_filter on eth1 \(eni-1\) is strict \(all=1, eth1=0\)/);
 });
 
@@ -156,7 +156,30 @@ Deno.test("ipvlan-l2: the host side is the unnumbered veth's /32 route, its neig
   host.neighbours = [];
   assert.deepEqual(
     analyseDatapath(s, [alloc], [eni], host, new Map(), sysctls, known).missing.map((m) => m.what),
-    [`host neighbour 10.0.1.5 dev ${veth} missing`],
+    [`host: neighbour 10.0.1.5 dev ${veth} (permanent, MAC of pod ${veth}) missing`],
+  );
+});
+
+Deno.test("ipvlan-l3s: a `from` rule not bound to the ENI's link is reported, as CHECK does", () => {
+  const s: DatapathSettings = { ...settings, kind: "ipvlan-l3s" };
+  const host = healthyHost();
+  host.neighbours.push({ index: 4, family: 4, ip: "10.0.1.5", state: "permanent" });
+  // The snapshot's rule 2000 has no oif: l3s needs `from 10.0.1.5 oif eth1 lookup 101`.
+  assert.deepEqual(
+    analyseDatapath(s, [alloc], [eni], host, new Map(), sysctls, known).missing.map((m) => m.what),
+    ["host: rule 2000: from 10.0.1.5/32 oif eth1 lookup 101 missing"],
+  );
+  host.rules = host.rules.map((r) => r.priority === 2000 ? { ...r, oif: "eth1" } : r);
+  assert.deepEqual(analyseDatapath(s, [alloc], [eni], host, new Map(), sysctls, known).missing, []);
+});
+
+Deno.test("a host route over the wrong link is reported with the link it found", () => {
+  const host = healthyHost();
+  host.routes = host.routes.map((r) => r.dst === "10.0.1.5/32" ? { ...r, dev: 2 } : r);
+  assert.deepEqual(
+    analyseDatapath(settings, [alloc], [eni], host, new Map(), sysctls, known).missing
+      .map((m) => m.what),
+    [`host: route 10.0.1.5/32 dev ${veth} scope link table main is wrong: found 10.0.1.5/32 dev eth0`],
   );
 });
 
@@ -214,4 +237,32 @@ Deno.test("allocations unknown: no pod's rule, route or veth is an orphan; table
   assert.ok(f.orphans.every((o) => o.kind === "table"), f.orphans.map((o) => o.text).join());
   assert.deepEqual(f.unjudged, ["10.0.1.5", "10.0.1.7", "10.0.1.9"]);
   assert.deepEqual(f.held, []);
+});
+
+Deno.test("the primary ENI's host setup is judged only once a pod is on it", () => {
+  const primary: EniInfo = {
+    ...eni,
+    id: "eni-0",
+    mac: "02:00:00:00:00:01",
+    deviceIndex: 0,
+    primary: true,
+    routeTable: 254,
+  };
+  // ADD sets proxy ARP on the ENI of its pod: the primary has none here, so it is off.
+  const off = { ...sysctls, "net/ipv4/conf/eth0/proxy_arp": "0" };
+  const f = analyseDatapath(
+    settings,
+    [alloc],
+    [primary, eni],
+    healthyHost(),
+    new Map(),
+    off,
+    known,
+  );
+  assert.deepEqual(f.sysctl, []);
+  const onPrimary: AllocationFact = { ...alloc, eniId: "eni-0", eni: primary };
+  const host = healthyHost();
+  host.rules = host.rules.filter((r) => r.priority !== 2000);
+  const g = analyseDatapath(settings, [onPrimary], [primary, eni], host, new Map(), off, known);
+  assert.deepEqual(g.sysctl, ["host: sysctl net/ipv4/conf/eth0/proxy_arp is 0, expected 1"]);
 });

@@ -5,30 +5,19 @@
  *
  * @module
  */
-import {
-  type Address,
-  type Link,
-  listAddresses,
-  listLinks,
-  listNeighbours,
-  listRoutes,
-  listRules,
-  type Neighbour,
-  NetlinkSocket,
-  readSysctl,
-  type Route,
-  type Rule,
-} from "../netlink/mod.ts";
+import { type Link, NetlinkSocket } from "../netlink/mod.ts";
+import { type NetnsView, readNetnsView, readSysctls } from "../cni/datapath/view.ts";
+import { viewSysctlKeys } from "../cni/datapath/compare.ts";
 
-/** Everything doctor reads from one netns. */
-export interface NetnsSnapshot {
+export { readSysctls };
+
+/**
+ * Everything doctor reads from one netns: the view CNI CHECK judges too
+ * (cni/datapath/view.ts), so one comparator judges both.
+ */
+export interface NetnsSnapshot extends NetnsView {
   /** The netns path, or "" for doctor's own netns. */
   netns: string;
-  links: Link[];
-  addresses: Address[];
-  routes: Route[];
-  rules: Rule[];
-  neighbours: Neighbour[];
 }
 
 /**
@@ -89,14 +78,7 @@ export function snapshotNetns(netns = ""): NetnsSnapshot {
   }
   const s = netns === "" ? NetlinkSocket.open() : NetlinkSocket.openIn(netns);
   try {
-    return {
-      netns,
-      links: listLinks(s),
-      addresses: listAddresses(s, { family: 4 }),
-      routes: listRoutes(s, { family: 4 }),
-      rules: listRules(s, 4),
-      neighbours: listNeighbours(s, { family: 4 }),
-    };
+    return { netns, ...readNetnsView(s) };
   } finally {
     s.close();
   }
@@ -107,26 +89,12 @@ export function podNetnsExists(path: string): boolean {
   return netnsFileProblem(path) === undefined;
 }
 
-/** Sysctls read for the datapath check, key → value (absent keys are left out). */
-export function readSysctls(keys: string[], netns?: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const k of keys) {
-    try {
-      out[k] = readSysctl(k, netns).trim();
-    } catch {
-      // a link that went away, or a key this kernel lacks: reported as absent
-    }
-  }
-  return out;
-}
-
-/** Sysctl keys that matter for the host: forwarding and rp_filter (all + each ENI link). */
+/**
+ * Sysctl keys that matter in a netns with these links: those the datapath comparator judges
+ * (forwarding, each link's rp_filter, proxy ARP), and rp_filter of "all".
+ */
 export function hostSysctlKeys(links: Link[]): string[] {
-  const keys = ["net.ipv4.ip_forward", "net.ipv4.conf.all.rp_filter"];
-  for (const l of links) {
-    if (l.name !== "lo") keys.push(`net.ipv4.conf.${l.name}.rp_filter`);
-  }
-  return keys;
+  return ["net.ipv4.conf.all.rp_filter", ...viewSysctlKeys(links)];
 }
 
 /** Name of the link with ifindex `index` in a snapshot, or `#index`. */

@@ -111,6 +111,7 @@ export function datapathSettings(
       if (typeof p.hostVethPrefix === "string") s.hostVethPrefix = p.hostVethPrefix;
       if (typeof p.mtu === "number") s.mtu = p.mtu;
       if (Array.isArray(p.serviceCidrs)) s.serviceCidrs = p.serviceCidrs as string[];
+      if (Array.isArray(p.nodeIps)) s.nodeIps = p.nodeIps as string[];
     }
   } catch { /* the CNI config check reports a missing or broken conflist */ }
   return s;
@@ -126,7 +127,9 @@ export function kernelView(
   for (const a of f.allocations) {
     if (!a.netns || pods.has(a.netns) || !podNetnsExists(a.netns)) continue;
     try {
-      pods.set(a.netns, snapshotNetns(a.netns));
+      const pod = snapshotNetns(a.netns);
+      pod.sysctls = readSysctls(hostSysctlKeys(pod.links), a.netns);
+      pods.set(a.netns, pod);
     } catch { /* went away meanwhile: reported as gone */ }
   }
   return { host, pods };

@@ -6,18 +6,10 @@
  *
  * @module
  */
-import {
-  findLink,
-  findLinkByMac,
-  getLink,
-  listAddresses,
-  listRoutes,
-  NetlinkSocket,
-  netnsExists,
-  readSysctl,
-} from "../../netlink/mod.ts";
+import { findLink, findLinkByMac, getLink, NetlinkSocket, netnsExists } from "../../netlink/mod.ts";
 import { applyPlan, type Sockets } from "./apply.ts";
-import { checkPlan, routeProblem } from "./check.ts";
+import { compareEni, compareHostSysctls, comparePod, podSysctlKeys } from "./compare.ts";
+import { readNetnsView, readSysctls } from "./view.ts";
 import { deleteHostVeth, deletePodLinks, deletePodRules, podIpOfHostVeth } from "./detach.ts";
 import {
   DatapathError,
@@ -25,17 +17,7 @@ import {
   IfNameTakenError,
   UnusableAddressError,
 } from "./errors.ts";
-import {
-  eniAddress,
-  eniLink,
-  eniLinkSysctls,
-  eniTableRoutes,
-  ensureEni,
-  ensureHostSysctls,
-  HOST_SYSCTLS,
-  nodeIpsOf,
-  resolveParent,
-} from "./host.ts";
+import { eniLink, ensureEni, ensureHostSysctls, nodeIpsOf, resolveParent } from "./host.ts";
 import { isIpv4 } from "../../base/ipv4.ts";
 import { isNodeAddress, macSet, refuseOwnNetns, unusableAddressReason } from "./guard.ts";
 import { hostVethName, podTempName } from "./naming.ts";
@@ -199,64 +181,25 @@ export function detachPod(cfg: DatapathConfig, pod: PodDetachment): string[] {
 
 /**
  * CHECK: every object the attachment should have, and the host setup of its ENI; returns
- * one line per problem, [] when healthy.
+ * one line per problem, [] when healthy. The kernel is read into a view and judged by the
+ * comparator `vpcni doctor datapath` uses too (compare.ts).
  */
 export function checkPod(config: DatapathConfig, pod: PodAttachment): string[] {
   validateConfig(config);
   validateAttachment(pod);
   if (!netnsExists(pod.netns)) return [`pod: netns ${pod.netns} does not exist`];
   return withSockets(pod.netns, (s) => {
-    let cfg = config;
-    try {
-      cfg = boundedConfig(s, config, pod);
-    } catch {
-      // The ENI's link or the parent is missing: reported below.
-    }
-    const problems: string[] = [];
-    for (const [key, value] of HOST_SYSCTLS) {
-      const v = readSysctl(key);
-      if (v !== value) problems.push(`host: sysctl ${key} is ${v}, expected ${value}`);
-    }
+    const view = { host: readNetnsView(s.host), pod: readNetnsView(s.pod) };
+    const keys = podSysctlKeys(config, pod, view.host);
+    view.host.sysctls = readSysctls(keys.host);
+    view.pod.sysctls = readSysctls(keys.pod, s.netns);
     const eni = pod.address.eni;
-    let facts: HostFacts = { nodeIps: [] };
-    try {
-      if (eni) problems.push(...checkEni(s, cfg, eni));
-      facts = hostFacts(s, cfg, pod);
-    } catch (e) {
-      problems.push(`host: ${e instanceof Error ? e.message : e}`);
-      if (cfg.kind !== "veth") facts = { parentIndex: -1, nodeIps: nodeIpsOf(s.host, cfg) };
-    }
-    const plan = planAttachment(cfg, pod, facts);
-    problems.push(...checkPlan(plan, s, facts.parentIndex === -1 ? undefined : facts.parentIndex));
-    return problems;
+    return [
+      ...compareHostSysctls(view.host),
+      ...(eni ? compareEni(config, eni, view.host) : []),
+      ...comparePod(config, pod, view),
+    ].map((f) => f.text);
   });
-}
-
-function checkEni(s: Sockets, cfg: DatapathConfig, eni: DatapathEni): string[] {
-  const link = eniLink(s.host, eni, 0);
-  const problems: string[] = [];
-  if (!link.up) problems.push(`host: ENI link ${link.name} (${eni.id}) is down`);
-  for (const [key, value] of eniLinkSysctls(cfg, link.name)) {
-    const v = readSysctl(key);
-    if (v !== value) problems.push(`host: sysctl ${key} is ${v}, expected ${value}`);
-  }
-  if (eni.primary || eni.deviceIndex === 0) return problems;
-  const own = eniAddress(eni);
-  if (
-    own &&
-    !listAddresses(s.host, { link: link.index, family: 4 }).some((a) =>
-      `${a.address}/${a.prefixLen}` === own
-    )
-  ) {
-    problems.push(`host: address ${own} on ENI link ${link.name} missing`);
-  }
-  const want = eniTableRoutes(eni, link.name);
-  const have = listRoutes(s.host, { table: want[0].table, family: 4 });
-  for (const r of want) {
-    const p = routeProblem(r, have, link);
-    if (p) problems.push(`host: ${p}`);
-  }
-  return problems;
 }
 
 /**

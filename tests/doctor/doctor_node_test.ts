@@ -216,7 +216,7 @@ Deno.test({
             assert.ok(
               dp.details[0].startsWith(`${p2.ip} (`) &&
                 dp.details[0].endsWith(
-                  "pod route default via 169.254.1.1 dev eth0 table main missing",
+                  "pod: route default via 169.254.1.1 dev eth0 table main missing",
                 ),
               dp.details[0],
             );

@@ -64,6 +64,8 @@ export function doctorScenario(): ScenarioInput {
 export interface DoctorPod {
   ns: TestNetns;
   ip: string;
+  /** The chain's ADD result, as cnitool printed it (a CHECK's prevResult). */
+  result: unknown;
 }
 
 /** The running node. */
@@ -249,7 +251,7 @@ export async function startDoctorNode(): Promise<DoctorNode> {
           );
         }
         const result = JSON.parse(r.stdout) as { ips: { address: string }[] };
-        const pod = { ns, ip: result.ips[0].address.split("/")[0] };
+        const pod = { ns, ip: result.ips[0].address.split("/")[0], result };
         self.pods.push(pod);
         return pod;
       },
