@@ -29,34 +29,91 @@ export interface DaemonMetrics {
   memory: Gauge<"kind">;
 }
 
-/** Names and help of each metric, for the README. */
-export const METRIC_DOCS: [string, string][] = [
-  ["vpcni_pool_ips{pool,state}", "addresses held by a pool; state = total | used | free | cooling"],
-  ["vpcni_pool_enis{pool}", "ENIs a pool holds"],
-  [
-    "vpcni_pool_exhausted{pool,reason}",
-    "1 while the pool cannot grow; reason = subnet_full | eni_limit",
-  ],
-  ["vpcni_pool_exhausted_total{pool,reason}", "times growth was refused for that reason"],
-  [
-    "vpcni_ipam_adds_total{pool,result}",
-    "ADDs; result = fast | waited | duplicate | no_ip",
-  ],
-  ["vpcni_ipam_dels_total{pool}", "DELs that released an address"],
-  ["vpcni_ipam_add_wait_seconds{pool}", "histogram of how long ADDs waited for the pool to grow"],
-  ["vpcni_ec2_calls_total{action}", "EC2 API calls made, by action (retries included)"],
-  ["vpcni_ec2_errors_total{action,code}", "EC2 errors by action and AWS error code"],
-  [
-    "vpcni_ec2_throttles_total",
-    "EC2 answers with a throttling code (RequestLimitExceeded and kin)",
-  ],
-  ["vpcni_enis_created_total{pool}", "ENIs created and attached"],
-  ["vpcni_enis_deleted_total{reason}", "ENIs deleted; reason = surplus | leaked | failed_attach"],
-  ["vpcni_ips_assigned_total{pool}", "secondary addresses assigned to ENIs"],
-  ["vpcni_ips_unassigned_total{pool}", "secondary addresses given back to EC2"],
-  ["vpcni_checkpoint_writes_total", "atomic checkpoint writes"],
-  ["vpcni_pool_grow_failures_total{pool,code}", "failed growth attempts by AWS error code"],
-  ["vpcni_daemon_memory_bytes{kind}", "the daemon's memory: kind = rss | heap_used | heap_total"],
+/** One metric as the README's metrics table describes it. */
+export interface MetricDoc {
+  /** The metric's name, as /metrics shows it. */
+  name: string;
+  /** Its label names, in the order the metric declares them. */
+  labels: string[];
+  /** What it counts or measures, for a reader of the README. */
+  doc: string;
+}
+
+/**
+ * Every metric the daemon exports, as the README's metrics table shows it: written there by
+ * tools/gen_knob_tables.ts, and held by ipam/metrics_test.ts to the metrics
+ * {@linkcode createMetrics} registers (no row without a metric, no metric without a row).
+ */
+export const METRIC_DOCS: readonly MetricDoc[] = [
+  {
+    name: "vpcni_pool_ips",
+    labels: ["pool", "state"],
+    doc: "addresses held by a pool; state = total | used | free | cooling",
+  },
+  { name: "vpcni_pool_enis", labels: ["pool"], doc: "ENIs a pool holds" },
+  {
+    name: "vpcni_pool_exhausted",
+    labels: ["pool", "reason"],
+    doc: "1 while the pool cannot grow; reason = subnet_full | eni_limit",
+  },
+  {
+    name: "vpcni_pool_exhausted_total",
+    labels: ["pool", "reason"],
+    doc: "times growth was refused for that reason",
+  },
+  {
+    name: "vpcni_ipam_adds_total",
+    labels: ["pool", "result"],
+    doc: "ADDs; result = fast | waited | duplicate | no_ip",
+  },
+  { name: "vpcni_ipam_dels_total", labels: ["pool"], doc: "DELs that released an address" },
+  {
+    name: "vpcni_ipam_add_wait_seconds",
+    labels: ["pool"],
+    doc: "histogram of how long ADDs waited for the pool to grow",
+  },
+  {
+    name: "vpcni_ec2_calls_total",
+    labels: ["action"],
+    doc: "EC2 API calls made, by action (retries included)",
+  },
+  {
+    name: "vpcni_ec2_errors_total",
+    labels: ["action", "code"],
+    doc: "EC2 errors by action and AWS error code",
+  },
+  {
+    name: "vpcni_ec2_throttles_total",
+    labels: [],
+    doc: "EC2 answers with a throttling code (RequestLimitExceeded and kin)",
+  },
+  { name: "vpcni_enis_created_total", labels: ["pool"], doc: "ENIs created and attached" },
+  {
+    name: "vpcni_enis_deleted_total",
+    labels: ["reason"],
+    doc: "ENIs deleted; reason = surplus | leaked | failed_attach",
+  },
+  {
+    name: "vpcni_ips_assigned_total",
+    labels: ["pool"],
+    doc: "secondary addresses assigned to ENIs",
+  },
+  {
+    name: "vpcni_ips_unassigned_total",
+    labels: ["pool"],
+    doc: "secondary addresses given back to EC2",
+  },
+  { name: "vpcni_checkpoint_writes_total", labels: [], doc: "atomic checkpoint writes" },
+  {
+    name: "vpcni_pool_grow_failures_total",
+    labels: ["pool", "code"],
+    doc: "failed growth attempts by AWS error code",
+  },
+  {
+    name: "vpcni_daemon_memory_bytes",
+    labels: ["kind"],
+    doc: "the daemon's memory: kind = rss | heap_used | heap_total",
+  },
 ];
 
 /** Creates the registry and every metric. */
