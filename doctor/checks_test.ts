@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { checkConsistency, checkDatapath } from "./checks.ts";
-import { configViewSchema, type Facts, gatherFacts } from "./facts.ts";
+import { defaultConfig, type Facts, gatherFacts } from "./facts.ts";
 import type { DatapathFindings } from "./datapath.ts";
 import { renderCheck } from "./report.ts";
 
@@ -9,7 +9,7 @@ function daemonDownFacts(extra: Partial<Facts>): Facts {
     source: "checkpoint+kernel",
     notes: [],
     daemon: { reachable: false, healthy: false, ready: false, detail: "down" },
-    config: configViewSchema.parse({}),
+    config: defaultConfig(),
     pools: [],
     enis: [],
     allocations: [],

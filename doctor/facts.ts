@@ -8,6 +8,7 @@
 import { z } from "zod";
 import { parse as parseYaml } from "yaml";
 import { type Checkpoint, CHECKPOINT_FILE, readCheckpoint } from "../ipam/checkpoint.ts";
+import { configSchema } from "../ipam/config.ts";
 import { ImdsClient, type NodeMetadata } from "../aws/imds.ts";
 import type { EniInfo } from "../proto/ipam.ts";
 import {
@@ -154,7 +155,18 @@ export function eniInfo(e: EniView, routeTableBase: number): EniInfo {
   };
 }
 
-/** Reads the daemon config; errors are one line: `file:line:col: what` or `field: what`. */
+/**
+ * The daemon's config when nothing says otherwise: its own defaults (ipam/config.ts), the one
+ * place they live.
+ */
+export function defaultConfig(): ConfigView {
+  return configSchema.parse({});
+}
+
+/**
+ * Reads the daemon config as the daemon would (its schema, its defaults, before environment
+ * and flags); errors are one line: `file:line:col: what` or `field: what`.
+ */
 async function readConfigFile(path: string): Promise<ConfigView> {
   let raw: unknown;
   try {
@@ -164,7 +176,7 @@ async function readConfigFile(path: string): Promise<ConfigView> {
     const first = (e as Error).message.split("\n")[0].replace(/ at line \d+, column \d+:?$/, "");
     throw new Error(`${pos ? `line ${pos.line}, column ${pos.col}: ` : ""}${first}`);
   }
-  const r = configViewSchema.safeParse(raw);
+  const r = configSchema.safeParse(raw);
   if (!r.success) {
     const i = r.error.issues[0];
     throw new Error(`${i.path.join(".") || "(top level)"}: ${i.message}`);
@@ -191,7 +203,7 @@ export async function gatherFacts(o: DoctorOptions): Promise<Facts> {
     source: "daemon",
     notes,
     daemon,
-    config: configViewSchema.parse({}),
+    config: defaultConfig(),
     pools: [],
     enis: [],
     allocations: [],

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { type EniRow, eniRows, enisTable } from "./views.ts";
-import { configViewSchema, type Facts } from "./facts.ts";
+import { defaultConfig, type Facts } from "./facts.ts";
 
 const row = (i: number, sgs: string[]): EniRow => ({
   eni: `eni-0a1b2c3d4e5f6000${i}`,
@@ -42,7 +42,7 @@ Deno.test("doctor enis counts addresses held for unnamed pods as used, not free"
     source: "daemon",
     notes: [],
     daemon: { reachable: true, healthy: true, ready: true, detail: "ok" },
-    config: configViewSchema.parse({}),
+    config: defaultConfig(),
     pools: [],
     enis: [{
       id: "eni-1",

@@ -77,36 +77,33 @@ export const cooldownViewSchema = z.object({
 /** /v1/routed-unknown: addresses the daemon holds for running pods no allocation names. */
 export const routedUnknownViewSchema = z.array(z.ipv4());
 
-/** The parts of the daemon config doctor uses, defaults as the daemon's. */
+/**
+ * The parts of the daemon config doctor uses, as /v1/config answers them: the daemon's
+ * effective config, every default applied. The defaults live in ipam/config.ts alone; doctor
+ * reads them (and a config file) through that schema, never from a copy here.
+ */
 export const configViewSchema = z.object({
-  clusterName: z.string().default("vpcni"),
-  datapath: z.string().default("ipvlan-l2"),
-  stateDir: z.string().default("/var/lib/vpcni"),
-  listen: z.string().default("127.0.0.1:61679"),
-  routeTableBase: z.number().default(100),
-  leakedEniGraceSeconds: z.number().default(300),
+  clusterName: z.string(),
+  datapath: z.string(),
+  stateDir: z.string(),
+  listen: z.string(),
+  routeTableBase: z.number(),
+  leakedEniGraceSeconds: z.number(),
   region: z.string().optional(),
   ec2Endpoint: z.string().optional(),
   imdsEndpoint: z.string().optional(),
   pools: z.array(
     z.object({
       name: z.string(),
-      warmIps: z.number().default(0),
-      warmEnis: z.number().default(1),
-      minimumIps: z.number().default(0),
+      warmIps: z.number(),
+      warmEnis: z.number(),
+      minimumIps: z.number(),
       maxEnis: z.number().optional(),
-      prefixDelegation: z.boolean().default(false),
-      firstInterfaceIndex: z.number().default(0),
+      prefixDelegation: z.boolean(),
+      firstInterfaceIndex: z.number(),
       subnets: z.unknown().optional(),
     }).passthrough(),
-  ).default([{
-    name: "default",
-    warmIps: 0,
-    warmEnis: 1,
-    minimumIps: 0,
-    prefixDelegation: false,
-    firstInterfaceIndex: 0,
-  }]),
+  ),
 }).passthrough();
 
 /** The daemon config as doctor sees it. */
