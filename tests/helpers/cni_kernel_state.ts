@@ -46,12 +46,18 @@ export async function kernelState(netns?: string): Promise<KernelState> {
     ...a,
     addr_info: (a.addr_info ?? []).filter((i) => !String(i.local ?? "").startsWith("fe80")),
   }));
+  // Entries the kernel learns by ARP come, go and change state (STALE, DELAY, PROBE…) with
+  // whatever traffic the machine carries; vpcni only ever writes permanent ones.
+  const configured = (n: unknown) => {
+    const state = (n as { state?: string[] }).state ?? [];
+    return state.includes("PERMANENT") || state.includes("NOARP");
+  };
   return scrub({
     links,
     addrs: addrsNoLinkLocal,
     routes: routes.filter((r) => !linkLocal(r)),
     rules: [...rules, ...rules6],
-    neigh,
+    neigh: neigh.filter(configured),
   }) as KernelState;
 }
 
