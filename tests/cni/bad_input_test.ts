@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
+import { startNodeStandin, vethDaemonConf } from "../helpers/cni_standin_node.ts";
 import { startIpamStandin } from "../helpers/ipam_standin.ts";
 import { sh } from "../helpers/sh.ts";
 import { hostLocalIpam, hostLocalReserved, makeNode, runVpcni, type TestNode } from "./harness.ts";
@@ -40,13 +41,8 @@ const okPrev = (netns: string, ip = "10.77.0.50") => ({
 
 Deno.test("bad input: spec error JSON, exit ≠ 0, kernel unchanged", async (t) => {
   const node = await makeNode();
-  const socket = `${node.dir}/ipam.sock`;
   const deadSocket = `${node.dir}/nobody-listens.sock`;
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
-    addresses: ["10.77.0.50", "10.77.0.51"],
-  });
+  const standin = startNodeStandin(node, { addresses: ["10.77.0.50", "10.77.0.51"] });
   const emptySocket = `${node.dir}/empty.sock`;
   const empty = startIpamStandin({
     nodeNetns: node.node.path,
@@ -57,14 +53,7 @@ Deno.test("bad input: spec error JSON, exit ≠ 0, kernel unchanged", async (t) 
   const strangerSocket = `${node.dir}/stranger.sock`;
   const stranger = Deno.serve({ path: strangerSocket, onListen() {} }, () => new Response("hello"));
   try {
-    const base = {
-      cniVersion: "1.1.0",
-      name: "vcn-bad",
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-    };
+    const base = vethDaemonConf("vcn-bad", standin.socket);
     const delegated = { ...base, ipam: hostLocalIpam(node.dir) };
     // Misbehaving IPAM plugins and a daemon that speaks something else: faults host-local and
     // the real daemon cannot be made to commit, so small stand-ins play them.

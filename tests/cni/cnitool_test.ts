@@ -6,13 +6,14 @@
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
 import { ipJson, sh } from "../helpers/sh.ts";
-import { startIpamStandin } from "../helpers/ipam_standin.ts";
+import { startNodeStandin, vethDaemonConf } from "../helpers/cni_standin_node.ts";
 import {
   cnitool,
   hostLocalIpam,
   hostLocalReserved,
   makeNode,
   networkName,
+  podEnv,
   runVpcni,
   writeConflist,
 } from "./harness.ts";
@@ -142,10 +143,7 @@ Deno.test("cnitool gc: libcni DELs its cached attachments, vpcni refuses a GC wi
 
 Deno.test("cnitool with the IPAM daemon: annotations, CNI_ARGS, CHECK against the reservation, GC", async () => {
   const node = await makeNode();
-  const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
+  const standin = startNodeStandin(node, {
     addresses: ["10.77.0.50", "10.77.0.51", "10.77.0.52"],
   });
   try {
@@ -158,7 +156,7 @@ Deno.test("cnitool with the IPAM daemon: annotations, CNI_ARGS, CHECK against th
           type: "vpcni",
           datapath: "veth",
           mtu: 1500,
-          daemonSocket: socket,
+          daemonSocket: standin.socket,
           capabilities: { "io.kubernetes.cri.pod-annotations": true },
         },
         { type: "tuning", sysctl: { "net.ipv4.conf.eth0.rp_filter": "0" } },
@@ -201,26 +199,13 @@ Deno.test("cnitool with the IPAM daemon: annotations, CNI_ARGS, CHECK against th
 
     // GC keeps the attachments the runtime lists and releases the rest, host objects and
     // all: here the runtime lost "stale" without a DEL (its veth, route and rules remain).
-    const netConf = {
-      cniVersion: "1.1.0",
-      name: net,
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-    };
+    const netConf = vethDaemonConf(net, standin.socket);
     const pods: Record<string, TestNetns> = {};
     for (const id of ["keep", "stale"]) {
       pods[id] = await node.pod();
       const r = await runVpcni(
         node,
-        {
-          CNI_COMMAND: "ADD",
-          CNI_CONTAINERID: id,
-          CNI_NETNS: pods[id].path,
-          CNI_IFNAME: "eth0",
-          CNI_PATH: node.bin.dir,
-        },
+        podEnv("ADD", id, pods[id].path, { CNI_PATH: node.bin.dir }),
         JSON.stringify(netConf),
       );
       assert.equal(r.code, 0, r.stdout + r.stderr);

@@ -7,18 +7,15 @@
  */
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
-import { startIpamStandin } from "../helpers/ipam_standin.ts";
-import { makeNode, NODE_ENI_MAC, runVpcni } from "./harness.ts";
+import { startNodeStandin, vethDaemonConf } from "../helpers/cni_standin_node.ts";
+import { makeNode, NODE_ENI_MAC, podEnv, runVpcni } from "./harness.ts";
 
 /** How long the daemon holds back the slow pod's reservation. */
 const HOLD_MS = 5000;
 
 Deno.test("a slow ADD holds up neither other pods nor the daemon; its DEL waits for it", async () => {
   const node = await makeNode();
-  const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
+  const standin = startNodeStandin(node, {
     addresses: ["10.77.0.140", "10.77.0.141"],
     eniMac: NODE_ENI_MAC,
     onRequest: async (req) => {
@@ -28,25 +25,13 @@ Deno.test("a slow ADD holds up neither other pods nor the daemon; its DEL waits 
     },
   });
   try {
-    const conf = JSON.stringify({
-      cniVersion: "1.1.0",
-      name: "vcn-conc",
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-      daemonTimeoutMs: 30_000,
-    });
+    const conf = JSON.stringify(
+      vethDaemonConf("vcn-conc", standin.socket, { daemonTimeoutMs: 30_000 }),
+    );
     const [slowPod, fastPod] = [await node.pod(), await node.pod()];
-    const env = (cmd: string, id: string, path: string) => ({
-      CNI_COMMAND: cmd,
-      CNI_CONTAINERID: id,
-      CNI_NETNS: path,
-      CNI_IFNAME: "eth0",
-    });
     const before = await kernelState(node.node.name);
     const done: string[] = [];
-    const slowAdd = runVpcni(node, env("ADD", "vcn-slow", slowPod.path), conf).then((r) => {
+    const slowAdd = runVpcni(node, podEnv("ADD", "vcn-slow", slowPod.path), conf).then((r) => {
       done.push("slow ADD");
       return r;
     });
@@ -54,11 +39,11 @@ Deno.test("a slow ADD holds up neither other pods nor the daemon; its DEL waits 
     while (!standin.requests.some((r) => r.op === "add" && r.containerId === "vcn-slow")) {
       await new Promise((r) => setTimeout(r, 20));
     }
-    const slowDel = runVpcni(node, env("DEL", "vcn-slow", slowPod.path), conf).then((r) => {
+    const slowDel = runVpcni(node, podEnv("DEL", "vcn-slow", slowPod.path), conf).then((r) => {
       done.push("slow DEL");
       return r;
     });
-    const fast = await runVpcni(node, env("ADD", "vcn-fast", fastPod.path), conf);
+    const fast = await runVpcni(node, podEnv("ADD", "vcn-fast", fastPod.path), conf);
     done.push("fast ADD");
     assert.equal(fast.code, 0, fast.stdout + fast.stderr);
     const status = await runVpcni(node, { CNI_COMMAND: "STATUS" }, conf);
@@ -74,7 +59,7 @@ Deno.test("a slow ADD holds up neither other pods nor the daemon; its DEL waits 
       ["vcn-fast"],
       "the slow pod's DEL released what its ADD reserved",
     );
-    const delFast = await runVpcni(node, env("DEL", "vcn-fast", fastPod.path), conf);
+    const delFast = await runVpcni(node, podEnv("DEL", "vcn-fast", fastPod.path), conf);
     assert.equal(delFast.code, 0, delFast.stdout);
     assert.deepEqual(await kernelState(node.node.name), before, "nothing of either pod is left");
   } finally {

@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
-import { makeNode } from "./harness.ts";
+import { makeNode, podEnv } from "./harness.ts";
 import { assertRefused, runBounded, withInstalledPlugin } from "./refusal.ts";
 
 type Behaviour = (conn: Deno.Conn) => Promise<void>;
@@ -278,12 +278,7 @@ Deno.test("a misbehaving daemon: only the documented codes, the plugin's message
             const before = [await kernelState(node.node.name), await kernelState(pod.name)];
             const r = await runBounded(
               node,
-              {
-                CNI_COMMAND: verb,
-                CNI_CONTAINERID: "vcn-f-1",
-                CNI_NETNS: pod.path,
-                CNI_IFNAME: "eth0",
-              },
+              podEnv(verb, "vcn-f-1", pod.path),
               JSON.stringify(conf),
               10_000,
             );
@@ -312,23 +307,13 @@ Deno.test("a misbehaving daemon: only the documented codes, the plugin's message
         ] as const
       ) {
         daemon.set(refusal({ code, msg }));
-        const r = await runBounded(node, {
-          CNI_COMMAND: "ADD",
-          CNI_CONTAINERID: "vcn-f-1",
-          CNI_NETNS: pod.path,
-          CNI_IFNAME: "eth0",
-        }, JSON.stringify(base));
+        const r = await runBounded(node, podEnv("ADD", "vcn-f-1", pod.path), JSON.stringify(base));
         assertRefused(r, code, new RegExp(`^${msg.slice(0, 30)}`));
       }
     });
     await t.step("an allowed code passes on, its text cleaned and bounded", async () => {
       daemon.set(refusal({ code: 7, msg: "no pool \x1b[31mnamed\x1b[0m x" + "y".repeat(5000) }));
-      const r = await runBounded(node, {
-        CNI_COMMAND: "ADD",
-        CNI_CONTAINERID: "vcn-f-1",
-        CNI_NETNS: pod.path,
-        CNI_IFNAME: "eth0",
-      }, JSON.stringify(base));
+      const r = await runBounded(node, podEnv("ADD", "vcn-f-1", pod.path), JSON.stringify(base));
       assertRefused(r, 7, /^no pool  ?\[31mnamed/);
       const e = r.json as { msg: string };
       assert.ok(!e.msg.includes("\x1b"), "no escape character in the msg");

@@ -11,7 +11,7 @@
  */
 import assert from "node:assert/strict";
 import { kernelState, linkNames } from "../helpers/cni_kernel_state.ts";
-import { makeNode, NODE_ENI_MAC, runVpcni } from "./harness.ts";
+import { makeNode, NODE_ENI_MAC, podEnv, runVpcni } from "./harness.ts";
 
 const ROUNDS = Number(Deno.env.get("VPCNI_KILL_ROUNDS") ?? 8);
 
@@ -62,12 +62,7 @@ Deno.test("kill -9 of the daemon mid-ADD: the DEL that follows, daemon down, lea
       daemonTimeoutMs: 5000,
     });
     const pod = await node.pod();
-    const env = (cmd: string, id: string) => ({
-      CNI_COMMAND: cmd,
-      CNI_CONTAINERID: id,
-      CNI_NETNS: pod.path,
-      CNI_IFNAME: "eth0",
-    });
+    const env = (cmd: string, id: string) => podEnv(cmd, id, pod.path);
     const nodeBefore = await kernelState(node.node.name);
     const podBefore = await linkNames(pod.name);
 

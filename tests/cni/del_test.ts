@@ -4,37 +4,24 @@
  */
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
-import { startIpamStandin } from "../helpers/ipam_standin.ts";
+import { startNodeStandin, vethDaemonConf } from "../helpers/cni_standin_node.ts";
 import { deleteNetns } from "../helpers/netns.ts";
-import { makeNode, runVpcni } from "./harness.ts";
+import { makeNode, podEnv, runVpcni } from "./harness.ts";
 
 Deno.test("DEL after the pod netns vanished: success, reservation and host objects gone", async () => {
   const node = await makeNode();
-  const socket = `${node.dir}/ipam.sock`;
   const logFile = `${node.dir}/vpcni.log`;
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
-    addresses: ["10.77.0.90"],
-  });
+  const standin = startNodeStandin(node, { addresses: ["10.77.0.90"] });
   try {
-    const conf = JSON.stringify({
-      cniVersion: "1.0.0",
-      name: "vcn-del",
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-      logFile,
-      logLevel: "debug",
-    });
+    const conf = JSON.stringify(
+      vethDaemonConf("vcn-del", standin.socket, {
+        cniVersion: "1.0.0",
+        logFile,
+        logLevel: "debug",
+      }),
+    );
     const pod = await node.pod();
-    const env = (cmd: string) => ({
-      CNI_COMMAND: cmd,
-      CNI_CONTAINERID: "vcn-del-1",
-      CNI_NETNS: pod.path,
-      CNI_IFNAME: "eth0",
-    });
+    const env = (cmd: string) => podEnv(cmd, "vcn-del-1", pod.path);
     const before = await kernelState(node.node.name);
     const add = await runVpcni(node, env("ADD"), conf);
     assert.equal(add.code, 0, add.stdout + add.stderr);
@@ -65,29 +52,13 @@ Deno.test("DEL after the pod netns vanished: success, reservation and host objec
 
 Deno.test("daemon down: DEL removes the pod's objects and succeeds; ADD and CHECK say code 11 naming the socket", async () => {
   const node = await makeNode();
-  const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
-    addresses: ["10.77.0.91"],
-  });
+  const standin = startNodeStandin(node, { addresses: ["10.77.0.91"] });
+  const socket = standin.socket;
   let closed = false;
   try {
-    const conf = JSON.stringify({
-      cniVersion: "1.1.0",
-      name: "vcn-del2",
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-    });
+    const conf = JSON.stringify(vethDaemonConf("vcn-del2", socket));
     const pod = await node.pod();
-    const env = (cmd: string) => ({
-      CNI_COMMAND: cmd,
-      CNI_CONTAINERID: "vcn-del-2",
-      CNI_NETNS: pod.path,
-      CNI_IFNAME: "eth0",
-    });
+    const env = (cmd: string) => podEnv(cmd, "vcn-del-2", pod.path);
     const before = await kernelState(node.node.name);
     const add = await runVpcni(node, env("ADD"), conf);
     assert.equal(add.code, 0, add.stdout + add.stderr);
@@ -134,13 +105,7 @@ Deno.test("an IPAM result without a gateway: veth needs none, ipvlan is told to 
       { mode: 0o755 },
     );
     const pod = await node.pod();
-    const env = (cmd: string) => ({
-      CNI_COMMAND: cmd,
-      CNI_CONTAINERID: "vcn-nogw",
-      CNI_NETNS: pod.path,
-      CNI_IFNAME: "eth0",
-      CNI_PATH: node.bin.dir,
-    });
+    const env = (cmd: string) => podEnv(cmd, "vcn-nogw", pod.path, { CNI_PATH: node.bin.dir });
     const conf = (datapath: string) =>
       JSON.stringify({
         cniVersion: "1.1.0",

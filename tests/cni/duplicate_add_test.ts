@@ -11,7 +11,14 @@ import { ipJson, run, sh } from "../helpers/sh.ts";
 import { peerBin } from "../helpers/peers.ts";
 import type { TestNetns } from "../helpers/netns.ts";
 import { INSTANCE, type Stack, standardScenario, startStack } from "../ipam/harness.ts";
-import { assertNoStack, makeNode, type PluginRun, runVpcni, type TestNode } from "./harness.ts";
+import {
+  assertNoStack,
+  makeNode,
+  type PluginRun,
+  podEnv,
+  runVpcni,
+  type TestNode,
+} from "./harness.ts";
 
 /** Runs the real ptp once inside the node netns. */
 async function runPtp(
@@ -77,12 +84,7 @@ Deno.test("ptp + ipam vpcni: a second ADD of a live attachment is refused, the p
       mtu: 1500,
       ipam: { type: "vpcni", daemonSocket: socket, daemonTimeoutMs: 30_000 },
     });
-    const env = (cmd: string, id: string, pod: TestNetns) => ({
-      CNI_COMMAND: cmd,
-      CNI_CONTAINERID: id,
-      CNI_NETNS: pod.path,
-      CNI_IFNAME: "eth0",
-    });
+    const env = (cmd: string, id: string, pod: TestNetns) => podEnv(cmd, id, pod.path);
     const podA = await node.pod();
     const add = await runPtp(node, env("ADD", "pod-a", podA), conf);
     assert.equal(add.code, 0, add.stdout + add.stderr);
@@ -162,12 +164,7 @@ Deno.test("vpcni main plugin: a second ADD of a live attachment is refused, the 
       daemonSocket: `${stack.root}/ipam.sock`,
       daemonTimeoutMs: 30_000,
     });
-    const env = (cmd: string, id: string, pod: TestNetns) => ({
-      CNI_COMMAND: cmd,
-      CNI_CONTAINERID: id,
-      CNI_NETNS: pod.path,
-      CNI_IFNAME: "eth0",
-    });
+    const env = (cmd: string, id: string, pod: TestNetns) => podEnv(cmd, id, pod.path);
     const podA = await node.pod();
     const add = await runVpcni(node, env("ADD", "main-a", podA), conf);
     assert.equal(add.code, 0, add.stdout + add.stderr);

@@ -8,9 +8,9 @@
  */
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
-import { startIpamStandin } from "../helpers/ipam_standin.ts";
+import { startNodeStandin, vethDaemonConf } from "../helpers/cni_standin_node.ts";
 import { sh } from "../helpers/sh.ts";
-import { makeNode, runVpcni } from "./harness.ts";
+import { makeNode, podEnv, runVpcni } from "./harness.ts";
 import { assertRefused, runBounded, withInstalledPlugin } from "./refusal.ts";
 
 interface Case {
@@ -24,10 +24,7 @@ interface Case {
 Deno.test("hostile CNI_NETNS and logFile: refused, nothing changed, no hang", async (t) => {
   const testNode = await makeNode();
   const node = await withInstalledPlugin(testNode);
-  const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
+  const standin = startNodeStandin(node, {
     addresses: ["10.77.0.60", "10.77.0.61"],
   });
   const files = `${node.dir}/files`;
@@ -41,23 +38,10 @@ Deno.test("hostile CNI_NETNS and logFile: refused, nothing changed, no hang", as
   const listener = Deno.listen({ transport: "unix", path: `${files}/sock` });
   const alias = `${files}/node-alias`;
   try {
-    const base = {
-      cniVersion: "1.1.0",
-      name: "vcn-hostile",
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-    };
+    const base = vethDaemonConf("vcn-hostile", standin.socket);
     // A live pod: its host veth, routes and rules are in the node, its reservation held.
     const live = await node.pod();
-    const liveEnv = {
-      CNI_COMMAND: "ADD",
-      CNI_CONTAINERID: "vcn-live-1",
-      CNI_NETNS: live.path,
-      CNI_IFNAME: "eth0",
-      CNI_PATH: node.bin.dir,
-    };
+    const liveEnv = podEnv("ADD", "vcn-live-1", live.path, { CNI_PATH: node.bin.dir });
     const added = await runVpcni(node, liveEnv, JSON.stringify(base));
     assert.equal(added.code, 0, added.stdout + added.stderr);
 
@@ -190,17 +174,15 @@ Deno.test("hostile CNI_NETNS and logFile: refused, nothing changed, no hang", as
                   cniVersion: "1.1.0",
                   name: "vcn-hostile",
                   type: "ptp",
-                  ipam: { type: "vpcni", daemonSocket: socket },
+                  ipam: { type: "vpcni", daemonSocket: standin.socket },
                 };
               const before = await snapshot();
               // The live pod's own container id: a DEL that went ahead would remove it.
-              const r = await runBounded(node, {
-                CNI_COMMAND: verb,
-                CNI_CONTAINERID: "vcn-live-1",
-                CNI_NETNS: c.netns,
-                CNI_IFNAME: ifName,
-                CNI_PATH: node.bin.dir,
-              }, JSON.stringify(conf));
+              const r = await runBounded(
+                node,
+                podEnv(verb, "vcn-live-1", c.netns, { CNI_IFNAME: ifName, CNI_PATH: node.bin.dir }),
+                JSON.stringify(conf),
+              );
               assertRefused(r, c.code, c.msg);
               assert.deepEqual(await snapshot(), before, "nothing changed");
             }
@@ -210,12 +192,11 @@ Deno.test("hostile CNI_NETNS and logFile: refused, nothing changed, no hang", as
     }
 
     await t.step("DEL where a netns name lost its mount: the node side is cleaned up", async () => {
-      const r = await runBounded(node, {
-        CNI_COMMAND: "DEL",
-        CNI_CONTAINERID: "vcn-never-added",
-        CNI_NETNS: `${files}/empty`,
-        CNI_IFNAME: "eth0",
-      }, JSON.stringify(base));
+      const r = await runBounded(
+        node,
+        podEnv("DEL", "vcn-never-added", `${files}/empty`),
+        JSON.stringify(base),
+      );
       assert.equal(r.code, 0, r.stdout + r.stderr);
       assert.equal(r.stdout, "");
     });
@@ -229,12 +210,11 @@ Deno.test("hostile CNI_NETNS and logFile: refused, nothing changed, no hang", as
               ? { ...base, logFile }
               : { cniVersion: "1.1.0", name: "n", type: "ptp", ipam: { type: "vpcni", logFile } };
             const before = await snapshot();
-            const r = await runBounded(node, {
-              CNI_COMMAND: "ADD",
-              CNI_CONTAINERID: "vcn-log-1",
-              CNI_NETNS: live.path,
-              CNI_IFNAME: "eth1",
-            }, JSON.stringify(conf));
+            const r = await runBounded(
+              node,
+              podEnv("ADD", "vcn-log-1", live.path, { CNI_IFNAME: "eth1" }),
+              JSON.stringify(conf),
+            );
             const field = role === "main" ? "logFile" : "ipam\\.logFile";
             assertRefused(r, 7, new RegExp(`${field} ${logFile.replaceAll("/", "\\/")} is a`));
             assert.deepEqual(await snapshot(), before, "nothing changed");

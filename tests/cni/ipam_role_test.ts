@@ -6,16 +6,13 @@
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
 import { ipJson } from "../helpers/sh.ts";
-import { startIpamStandin } from "../helpers/ipam_standin.ts";
+import { startNodeStandin } from "../helpers/cni_standin_node.ts";
 import { cnitool, makeNode, networkName, runVpcni, writeConflist } from "./harness.ts";
 
 for (const version of ["1.1.0", "0.4.0"]) {
   Deno.test(`ptp + ipam vpcni (${version}): ADD, CHECK, DEL, GC through cnitool`, async () => {
     const node = await makeNode();
-    const socket = `${node.dir}/ipam.sock`;
-    const standin = startIpamStandin({
-      nodeNetns: node.node.path,
-      socket,
+    const standin = startNodeStandin(node, {
       addresses: ["10.77.0.60", "10.77.0.61"],
     });
     try {
@@ -27,7 +24,7 @@ for (const version of ["1.1.0", "0.4.0"]) {
           type: "ptp",
           ipMasq: false,
           mtu: 1500,
-          ipam: { type: "vpcni", daemonSocket: socket },
+          ipam: { type: "vpcni", daemonSocket: standin.socket },
         }],
       });
       const pod = await node.pod();
@@ -67,7 +64,7 @@ for (const version of ["1.1.0", "0.4.0"]) {
             cniVersion: version,
             name: net,
             type: "ptp",
-            ipam: { type: "vpcni", daemonSocket: socket },
+            ipam: { type: "vpcni", daemonSocket: standin.socket },
             ...extra,
           });
         const status = await runVpcni(node, { CNI_COMMAND: "STATUS" }, ipamConf({}));

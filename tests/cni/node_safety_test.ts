@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
-import { startIpamStandin } from "../helpers/ipam_standin.ts";
+import { startNodeStandin, vethDaemonConf } from "../helpers/cni_standin_node.ts";
 import { ipJson, sh } from "../helpers/sh.ts";
 import type { TestNetns } from "../helpers/netns.ts";
 import { hostVethName } from "../../cni/datapath/naming.ts";
@@ -41,23 +41,13 @@ async function hasLink(netns: string, name: string): Promise<boolean> {
 
 Deno.test("DEL whose prevResult names another pod removes what the attachment holds, not the other pod", async () => {
   const node = await makeNode();
-  const socket = `${node.dir}/ipam.sock`;
   // A secondary ENI: pods get `to ip lookup main` (1000) and `from ip lookup 101` (2000).
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
+  const standin = startNodeStandin(node, {
     addresses: ["10.77.0.90", "10.77.0.91"],
     deviceIndex: 1,
   });
   try {
-    const conf = {
-      cniVersion: "1.1.0",
-      name: "vcn-prev",
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-    };
+    const conf = vethDaemonConf("vcn-prev", standin.socket);
     const [podA, podB] = [await node.pod(), await node.pod()];
     const addA = await runVpcni(node, podEnv("ADD", "pod-a", podA.path), JSON.stringify(conf));
     assert.equal(addA.code, 0, addA.stdout + addA.stderr);
@@ -131,11 +121,8 @@ Deno.test("DEL with a delegated IPAM plugin and another pod's prevResult: the ke
 
 Deno.test("GC without cni.dev/valid-attachments is refused (code 7) and changes nothing; with it, host objects go before the address", async () => {
   const node = await makeNode();
-  const socket = `${node.dir}/ipam.sock`;
   const order: string[] = [];
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
+  const standin = startNodeStandin(node, {
     addresses: ["10.77.0.70", "10.77.0.71"],
     async onRequest(req) {
       if (req.op !== "del") return;
@@ -149,14 +136,7 @@ Deno.test("GC without cni.dev/valid-attachments is refused (code 7) and changes 
     },
   });
   try {
-    const net = {
-      cniVersion: "1.1.0",
-      name: "vcn-gc7",
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-    };
+    const net = vethDaemonConf("vcn-gc7", standin.socket);
     const pods: Record<string, TestNetns> = {};
     for (const id of ["live", "stale"]) {
       pods[id] = await node.pod();
@@ -169,7 +149,7 @@ Deno.test("GC without cni.dev/valid-attachments is refused (code 7) and changes 
       cniVersion: "1.1.0",
       name: "vcn-gc7",
       type: "ptp",
-      ipam: { type: "vpcni", daemonSocket: socket },
+      ipam: { type: "vpcni", daemonSocket: standin.socket },
     };
     for (const conf of [net, ipamRole]) {
       const gc = await runVpcni(node, gcEnv, JSON.stringify(conf));
@@ -210,21 +190,11 @@ Deno.test("GC without cni.dev/valid-attachments is refused (code 7) and changes 
 
 Deno.test("the node's own netns as CNI_NETNS: ADD, CHECK and DEL change nothing on the node", async () => {
   const node = await makeNode();
-  const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
+  const standin = startNodeStandin(node, {
     addresses: ["10.77.0.80", "10.77.0.81"],
   });
   try {
-    const conf = {
-      cniVersion: "1.1.0",
-      name: "vcn-own",
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-    };
+    const conf = vethDaemonConf("vcn-own", standin.socket);
     // A live pod, so a DEL that wrongly ran would have something to take from the node.
     const pod = await node.pod();
     const add = await runVpcni(node, podEnv("ADD", "own", pod.path), JSON.stringify(conf));
@@ -264,21 +234,11 @@ Deno.test("the node's own netns as CNI_NETNS: ADD, CHECK and DEL change nothing 
 
 Deno.test("DEL leaves alone a link that is not the datapath's: an ENI's MAC, or a kind it never makes", async () => {
   const node = await makeNode();
-  const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
+  const standin = startNodeStandin(node, {
     addresses: ["10.77.0.84", "10.77.0.85"],
   });
   try {
-    const conf = JSON.stringify({
-      cniVersion: "1.1.0",
-      name: "vcn-eni",
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-    });
+    const conf = JSON.stringify(vethDaemonConf("vcn-eni", standin.socket));
     // Pod 1: its eth0 replaced by a link with the ENI's MAC (an ENI moved into the netns).
     const pod1 = await node.pod();
     const add = await runVpcni(node, podEnv("ADD", "eni-in-pod", pod1.path), conf);

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
-import { startIpamStandin } from "../helpers/ipam_standin.ts";
+import { startNodeStandin, vethDaemonConf } from "../helpers/cni_standin_node.ts";
 import { ipJson } from "../helpers/sh.ts";
 import { assertNoStack, makeNode, podEnv, runVpcni } from "./harness.ts";
 
@@ -16,11 +16,8 @@ async function linkMtu(netns: string, name: string): Promise<number> {
 
 Deno.test("mtu in the conflist never changes the ENI's link; the pod gets at most the ENI's MTU", async () => {
   const node = await makeNode();
-  const socket = `${node.dir}/ipam.sock`;
   // A secondary ENI: the old host setup set its link to exactly the conflist's mtu.
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
+  const standin = startNodeStandin(node, {
     addresses: ["10.77.0.95", "10.77.0.96"],
     deviceIndex: 1,
   });
@@ -28,14 +25,7 @@ Deno.test("mtu in the conflist never changes the ENI's link; the pod gets at mos
     const eniMtu = await linkMtu(node.node.name, "eth0");
     assert.equal(eniMtu, 1500);
     for (const [mtu, podMtu] of [[576, 576], [9001, 1500]]) {
-      const conf = {
-        cniVersion: "1.1.0",
-        name: "vcn-mtu",
-        type: "vpcni",
-        datapath: "veth",
-        mtu,
-        daemonSocket: socket,
-      };
+      const conf = vethDaemonConf("vcn-mtu", standin.socket, { mtu });
       const pod = await node.pod();
       const id = `mtu-${mtu}`;
       const add = await runVpcni(node, podEnv("ADD", id, pod.path), JSON.stringify(conf));

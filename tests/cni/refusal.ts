@@ -8,6 +8,7 @@
  */
 import assert from "node:assert/strict";
 import type { PluginRun, TestNode } from "./harness.ts";
+import { VPCNI_RUN_ARGS } from "../helpers/vpcni_cli.ts";
 
 /** A JavaScript stack frame ("    at f (file:///x.ts:1:2)") or a source position. */
 export const STACK_TRACE = /^\s+at\s|file:\/\/\/\S+\.ts:\d+/m;
@@ -102,11 +103,7 @@ export async function withInstalledPlugin(node: TestNode): Promise<TestNode> {
   const dir = `${node.dir}/installed`;
   const r = await new Deno.Command(Deno.execPath(), {
     args: [
-      "run",
-      "-A",
-      "--no-check",
-      "--quiet",
-      new URL("../../main.ts", import.meta.url).pathname,
+      ...VPCNI_RUN_ARGS,
       "install",
       "--bin-dir",
       dir,

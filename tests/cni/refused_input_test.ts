@@ -6,8 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
-import { startIpamStandin } from "../helpers/ipam_standin.ts";
-import { makeNode } from "./harness.ts";
+import { startNodeStandin, vethDaemonConf } from "../helpers/cni_standin_node.ts";
+import { makeNode, podEnv } from "./harness.ts";
 import { assertRefused, runBounded, withInstalledPlugin } from "./refusal.ts";
 
 interface RefusedCase {
@@ -29,22 +29,12 @@ const big = (n: number, c = "a") => c.repeat(n);
 Deno.test("special interface names and oversized input: refused before the kernel or daemon", async (t) => {
   const testNode = await makeNode();
   const node = await withInstalledPlugin(testNode);
-  const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
+  const standin = startNodeStandin(node, {
     addresses: ["10.77.0.52"],
   });
   try {
     const pod = await node.pod();
-    const base = {
-      cniVersion: "1.1.0",
-      name: "vcn-big",
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-    };
+    const base = vethDaemonConf("vcn-big", standin.socket);
     const ifname = (name: string): RefusedCase => ({
       name: `CNI_IFNAME ${JSON.stringify(name)}`,
       env: { CNI_IFNAME: name },
@@ -212,14 +202,10 @@ Deno.test("special interface names and oversized input: refused before the kerne
     for (const c of cases) {
       for (const verb of c.verbs ?? ["ADD"]) {
         await t.step(`${verb}: ${c.name}`, async () => {
-          const env: Record<string, string> = {
-            CNI_COMMAND: verb,
-            CNI_CONTAINERID: "vcn-big-1",
-            CNI_NETNS: pod.path,
-            CNI_IFNAME: "eth0",
+          const env: Record<string, string> = podEnv(verb, "vcn-big-1", pod.path, {
             CNI_PATH: node.bin.dir,
             ...c.env,
-          };
+          });
           for (const [k, v] of Object.entries(env)) if (v === "") delete env[k];
           const conf = { ...base, ...(typeof c.stdin === "object" ? c.stdin : {}) };
           const stdin = typeof c.stdin === "string" ? c.stdin : JSON.stringify(conf);

@@ -5,29 +5,11 @@
  * full plugin's datapath, which load only when the thin client hands over (cni/thin.ts).
  */
 import assert from "node:assert/strict";
-
-interface InfoModule {
-  specifier: string;
-  size?: number;
-  dependencies?: {
-    code?: { specifier: string };
-    type?: { specifier: string };
-    isDynamic?: boolean;
-  }[];
-}
+import { denoInfo } from "../helpers/deno_info.ts";
 
 /** The modules `root` loads before any dynamic import, with their sizes in bytes. */
 async function staticGraph(root: string): Promise<Map<string, number>> {
-  const r = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", new URL(`../../${root}`, import.meta.url).pathname],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.ok(r.success, new TextDecoder().decode(r.stderr));
-  const info = JSON.parse(new TextDecoder().decode(r.stdout)) as {
-    roots: string[];
-    modules: InfoModule[];
-  };
+  const info = await denoInfo(root);
   const bySpec = new Map(info.modules.map((m) => [m.specifier, m]));
   const seen = new Map<string, number>();
   const todo = [...info.roots];

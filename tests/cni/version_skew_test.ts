@@ -9,34 +9,16 @@
  */
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
-import { startIpamStandin } from "../helpers/ipam_standin.ts";
-import { makeNode, runVpcni } from "./harness.ts";
+import { startNodeStandin, vethDaemonConf } from "../helpers/cni_standin_node.ts";
+import { makeNode, podEnv, runVpcni } from "./harness.ts";
 
 Deno.test("a daemon of the previous protocol: the plugin wires the pod itself, with the daemon's address", async () => {
   const node = await makeNode();
-  const socket = `${node.dir}/ipam.sock`;
-  const standin = startIpamStandin({
-    nodeNetns: node.node.path,
-    socket,
-    addresses: ["10.77.0.130"],
-    protocol1Only: true,
-  });
+  const standin = startNodeStandin(node, { addresses: ["10.77.0.130"], protocol1Only: true });
   try {
-    const conf = JSON.stringify({
-      cniVersion: "1.1.0",
-      name: "vcn-skew",
-      type: "vpcni",
-      datapath: "veth",
-      mtu: 1500,
-      daemonSocket: socket,
-    });
+    const conf = JSON.stringify(vethDaemonConf("vcn-skew", standin.socket));
     const pod = await node.pod();
-    const env = (cmd: string) => ({
-      CNI_COMMAND: cmd,
-      CNI_CONTAINERID: "vcn-skew-1",
-      CNI_NETNS: pod.path,
-      CNI_IFNAME: "eth0",
-    });
+    const env = (cmd: string) => podEnv(cmd, "vcn-skew-1", pod.path);
     const before = await kernelState(node.node.name);
     const add = await runVpcni(node, env("ADD"), conf);
     assert.equal(add.code, 0, add.stdout + add.stderr);

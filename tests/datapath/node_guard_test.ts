@@ -5,69 +5,20 @@
  * a stale caller names), and bounds the pod's MTU by the ENI's link without changing it.
  */
 import assert from "node:assert/strict";
-import { inNetns } from "../../netlink/mod.ts";
 import {
   attachPod,
   checkPod,
-  type DatapathConfig,
   DatapathInputError,
   detachPod,
-  type EniInfo,
   hostVethName,
-  type PodAttachment,
 } from "../../cni/datapath/mod.ts";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
-import { createNetns, deleteNetns, isRoot, type TestNetns, uniqueName } from "../helpers/netns.ts";
+import { onNode, secondaryEni, VETH_CFG, withEniNode } from "../helpers/datapath_node.ts";
+import type { TestNetns } from "../helpers/netns.ts";
 import { ipJson, sh } from "../helpers/sh.ts";
 
-const CFG: DatapathConfig = {
-  kind: "veth",
-  mtu: 9001,
-  serviceCidrs: [],
-  nodeIps: [],
-  hostVethPrefix: "vpc",
-};
-const ENI1: EniInfo = {
-  id: "eni-01",
-  mac: "02:00:00:ab:01:00",
-  deviceIndex: 1,
-  primary: false,
-  subnetId: "subnet-b",
-  subnetCidr: "10.0.1.0/24",
-  gateway: "10.0.1.1",
-  routeTable: 0,
-};
-
-/** A node netns with ENI1's link `eth1` (a veth of MTU `eniMtu`) and `pods` pod netns. */
-async function withNode(
-  pods: number,
-  eniMtu: number,
-  fn: (node: TestNetns, pods: TestNetns[], at: (i: number) => PodAttachment) => Promise<void>,
-): Promise<void> {
-  assert.ok(isRoot(), "the datapath tests need root (they create network namespaces)");
-  const node = await createNetns(uniqueName("vdgn"));
-  const made: TestNetns[] = [];
-  try {
-    for (let i = 0; i < pods; i++) made.push(await createNetns(uniqueName("vdgp")));
-    await sh(
-      ["ip", "link", "add", "eth1", "mtu", String(eniMtu), "address", ENI1.mac, "type", "veth"]
-        .concat(["peer", "name", "wire1", "mtu", String(eniMtu)]),
-      { netns: node.name },
-    );
-    await sh(["ip", "link", "set", "wire1", "up"], { netns: node.name });
-    await fn(node, made, (i) => ({
-      containerId: `ctr-${made[i].name}`,
-      ifName: "eth0",
-      netns: made[i].path,
-      address: { ip: `10.0.1.${20 + i}`, prefixLen: 24, gateway: "10.0.1.1", eni: ENI1 },
-    }));
-  } finally {
-    for (const p of made) await deleteNetns(p.name);
-    await deleteNetns(node.name);
-  }
-}
-
-const onNode = <T>(node: TestNetns, fn: () => T): T => inNetns(node.path, fn);
+const CFG = VETH_CFG;
+const ENI1 = secondaryEni("02:00:00:ab:01:00");
 
 async function mtuOf(netns: string, link: string): Promise<number> {
   return (await ipJson<{ mtu: number }[]>(["link", "show", link], netns))[0].mtu;
@@ -82,7 +33,7 @@ async function rulesOf(node: TestNetns, ip: string): Promise<number[]> {
 }
 
 Deno.test("datapath: the netns it runs in is never wired, checked or torn down as a pod's", async () => {
-  await withNode(1, 9001, async (node, _pods, at) => {
+  await withEniNode({ prefix: "vdg", eni: ENI1 }, async (node, _pods, at) => {
     const before = await kernelState(node.name);
     const machine = await kernelState();
     // In this test process the thread sits in the node netns while /proc/self names the
@@ -110,7 +61,7 @@ Deno.test("datapath: the netns it runs in is never wired, checked or torn down a
 });
 
 Deno.test("datapath: DEL never deletes a link with an ENI's MAC, in the pod or on the host", async () => {
-  await withNode(1, 9001, async (node, [pod], at) => {
+  await withEniNode({ prefix: "vdg", eni: ENI1 }, async (node, [pod], at) => {
     const a = at(0);
     onNode(node, () => attachPod(CFG, a));
     // The pod's eth0 is now an ENI moved into the netns (a veth with ENI1's MAC here).
@@ -137,7 +88,7 @@ Deno.test("datapath: DEL never deletes a link with an ENI's MAC, in the pod or o
 });
 
 Deno.test("datapath: DEL naming another pod's address removes this pod's rules and keeps the other's", async () => {
-  await withNode(2, 9001, async (node, _pods, at) => {
+  await withEniNode({ prefix: "vdg", eni: ENI1, pods: 2 }, async (node, _pods, at) => {
     const [a, b] = [at(0), at(1)];
     onNode(node, () => attachPod(CFG, a));
     onNode(node, () => attachPod(CFG, b));
@@ -151,7 +102,7 @@ Deno.test("datapath: DEL naming another pod's address removes this pod's rules a
 
 Deno.test("datapath: the pod MTU is bounded by the ENI's link, which keeps its own", async () => {
   for (const [eniMtu, cfgMtu, podMtu] of [[9001, 576, 576], [1500, 9001, 1500]]) {
-    await withNode(1, eniMtu, async (node, [pod], at) => {
+    await withEniNode({ prefix: "vdg", eni: ENI1, eniMtu }, async (node, [pod], at) => {
       const a = at(0);
       const cfg = { ...CFG, mtu: cfgMtu };
       const res = onNode(node, () => attachPod(cfg, a));

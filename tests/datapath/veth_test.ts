@@ -4,67 +4,36 @@
  * between two nodes through a VPC-like fabric.
  */
 import assert from "node:assert/strict";
-import { inNetns } from "../../netlink/mod.ts";
 import {
   attachPod,
   checkPod,
-  type DatapathConfig,
   DatapathInputError,
   detachPod,
-  type EniInfo,
   hostVethName,
   type PodAttachment,
   prepareHost,
 } from "../../cni/datapath/mod.ts";
-import { createNetns, deleteNetns, isRoot, type TestNetns, uniqueName } from "../helpers/netns.ts";
+import { createNetns, deleteNetns, type TestNetns, uniqueName } from "../helpers/netns.ts";
+import {
+  addEniLink,
+  onNode,
+  requireDatapathRoot,
+  secondaryEni,
+  VETH_CFG,
+  withEniNode,
+} from "../helpers/datapath_node.ts";
 import { ipJson, sh } from "../helpers/sh.ts";
 import { connectivityFailures, DatapathWorld } from "../helpers/datapath_world.ts";
 import { IfNameTakenError } from "../../cni/datapath/errors.ts";
 
-const CFG: DatapathConfig = {
-  kind: "veth",
-  mtu: 9001,
-  serviceCidrs: [],
-  nodeIps: [],
-  hostVethPrefix: "vpc",
-};
-const ENI1: EniInfo = {
-  id: "eni-01",
-  mac: "02:00:00:aa:01:00",
-  deviceIndex: 1,
-  primary: false,
-  subnetId: "subnet-b",
-  subnetCidr: "10.0.1.0/24",
-  gateway: "10.0.1.1",
-  routeTable: 0,
-};
-
-function requireRoot(): void {
-  assert.ok(isRoot(), "the datapath tests need root (they create network namespaces)");
-}
+const CFG = VETH_CFG;
+const ENI1 = secondaryEni("02:00:00:aa:01:00");
 
 /** A node netns with a secondary ENI link (eth1, ENI1's MAC) and an empty pod netns. */
-async function withNodeAndPod(
+function withNodeAndPod(
   fn: (node: TestNetns, pod: TestNetns, attachment: PodAttachment) => Promise<void>,
 ): Promise<void> {
-  requireRoot();
-  const node = await createNetns(uniqueName("vdpn"));
-  let pod: TestNetns | undefined;
-  try {
-    pod = await createNetns(uniqueName("vdpp"));
-    await addEniLink(node);
-    await sh(["ip", "link", "set", "wire1", "up"], { netns: node.name });
-    const attachment: PodAttachment = {
-      containerId: `ctr-${pod.name}`,
-      ifName: "eth0",
-      netns: pod.path,
-      address: { ip: "10.0.1.20", prefixLen: 24, gateway: "10.0.1.1", eni: ENI1 },
-    };
-    await fn(node, pod, attachment);
-  } finally {
-    if (pod) await deleteNetns(pod.name);
-    await deleteNetns(node.name);
-  }
+  return withEniNode({ prefix: "vdp", eni: ENI1 }, (node, [pod], at) => fn(node, pod, at(0)));
 }
 
 /** Link flags that follow the carrier, set by the kernel a moment after the change. */
@@ -92,17 +61,6 @@ async function dump(ns: string): Promise<string> {
     ns,
   )).filter((n) => n.state.includes("PERMANENT")).map((n) => `${n.dst} ${n.dev} ${n.lladdr}`);
   return JSON.stringify({ links, addrs, routes, rules, neighs }, null, 1);
-}
-
-const onNode = <T>(node: TestNetns, fn: () => T): T => inNetns(node.path, fn);
-
-/** The ENI's link on the node: a veth with the ENI's MAC and MTU 9001, its far end `wire1`. */
-async function addEniLink(node: TestNetns, mtu = 9001): Promise<void> {
-  await sh(
-    ["ip", "link", "add", "eth1", "mtu", String(mtu), "address", ENI1.mac, "type", "veth"]
-      .concat(["peer", "name", "wire1", "mtu", String(mtu)]),
-    { netns: node.name },
-  );
 }
 
 Deno.test("veth: ADD builds every object, CHECK is clean, DEL removes them all", async () => {
@@ -308,13 +266,13 @@ Deno.test("veth: ENI link missing is a clear error and changes nothing", async (
 });
 
 Deno.test("veth: pods talk across two nodes through a VPC-like fabric", async () => {
-  requireRoot();
+  requireDatapathRoot();
   const failures = await connectivityFailures("veth");
   assert.deepEqual(failures, []);
 });
 
 Deno.test("veth: without `from <pod> lookup T(E)` the fabric drops the pod's traffic", async () => {
-  requireRoot();
+  requireDatapathRoot();
   const w = await DatapathWorld.create("veth");
   try {
     const [n1, n2] = w.nodes;
@@ -341,11 +299,11 @@ Deno.test("veth: without `from <pod> lookup T(E)` the fabric drops the pod's tra
 });
 
 Deno.test("veth: 50 pods on one node, ADD then DEL, leave no link, route, rule or neighbour", async () => {
-  requireRoot();
+  requireDatapathRoot();
   const node = await createNetns(uniqueName("vdpn"));
   const pods: TestNetns[] = [];
   try {
-    await addEniLink(node);
+    await addEniLink(node, ENI1);
     // Warm the ENI's shared setup, then take the baseline.
     onNode(node, () => prepareHost(CFG, ENI1));
     const before = await dump(node.name);

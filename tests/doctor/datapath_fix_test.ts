@@ -9,16 +9,15 @@
  */
 import assert from "node:assert/strict";
 import { withNetns } from "../helpers/netns.ts";
-import { freePort } from "../helpers/doctor_node.ts";
+import { freePort } from "../helpers/aws_peers.ts";
 import { run, sh } from "../helpers/sh.ts";
+import { vpcniArgv } from "../helpers/vpcni_cli.ts";
 import { startSim } from "../../aws/sim/mod.ts";
 import { CHECKPOINT_FILE } from "../../ipam/checkpoint.ts";
 import { hostKernelView } from "../../ipam/kernel_view.ts";
 import type { RunningDaemon } from "../../ipam/daemon.ts";
 import { hostVethName } from "../../cni/datapath/naming.ts";
 import { addReq, ipamClient, standardScenario, startDaemonOn, tempRoot } from "../ipam/harness.ts";
-
-const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
 /** `doctor datapath` on `netns`; the daemon is `daemon` when given, else a closed port. */
 async function doctorDatapath(
@@ -28,29 +27,26 @@ async function doctorDatapath(
   daemon?: string,
 ) {
   const dead = `127.0.0.1:${freePort()}`;
-  return await run([
-    "deno",
-    "run",
-    "-A",
-    "--no-check",
-    "--quiet",
-    MAIN,
-    "doctor",
-    "datapath",
-    ...extra,
-    "--host-netns",
-    netns,
-    "--daemon",
-    daemon ?? dead,
-    "--state-dir",
-    stateDir,
-    "--imds-endpoint",
-    `http://${dead}`,
-    "--timeout",
-    daemon ? "3000" : "300",
-    "--conflist-file",
-    `${stateDir}/none.conflist`,
-  ], { env: { ...Deno.env.toObject(), NO_COLOR: "1" } });
+  return await run(
+    vpcniArgv(
+      "doctor",
+      "datapath",
+      ...extra,
+      "--host-netns",
+      netns,
+      "--daemon",
+      daemon ?? dead,
+      "--state-dir",
+      stateDir,
+      "--imds-endpoint",
+      `http://${dead}`,
+      "--timeout",
+      daemon ? "3000" : "300",
+      "--conflist-file",
+      `${stateDir}/none.conflist`,
+    ),
+    { env: { ...Deno.env.toObject(), NO_COLOR: "1" } },
+  );
 }
 
 /**

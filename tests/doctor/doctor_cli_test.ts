@@ -6,7 +6,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { freePort } from "../helpers/doctor_node.ts";
+import { freePort } from "../helpers/aws_peers.ts";
 import { run } from "../helpers/sh.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;

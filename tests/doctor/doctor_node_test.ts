@@ -17,6 +17,7 @@ import {
   startDoctorNode,
 } from "../helpers/doctor_node.ts";
 import { run, sh } from "../helpers/sh.ts";
+import { vpcniArgv } from "../helpers/vpcni_cli.ts";
 
 async function report(
   node: DoctorNode,
@@ -382,20 +383,14 @@ Deno.test({
             );
           } finally {
             await Deno.writeTextFile(node.conflist, good);
-            await sh([
-              "deno",
-              "run",
-              "-A",
-              "--no-check",
-              "--quiet",
-              new URL("../../main.ts", import.meta.url).pathname,
+            await sh(vpcniArgv(
               "install",
               "--skip-conflist",
               "--bin-dir",
               node.binDir,
               "--conflist-file",
               node.conflist,
-            ]);
+            ));
           }
           assert.equal(check((await report(node)).r, "cni-config").status, "ok");
         },

@@ -188,19 +188,22 @@ export class DatapathWorld {
     backend: string,
     masquerade: boolean,
   ): Promise<void> {
-    const post = masquerade
-      ? `add rule ip vdpkp post ct status dnat ip daddr ${backend} masquerade\n`
-      : "";
-    await sh(["nft", "-f", "-"], {
-      netns: node.ns.name,
-      stdin: `add table ip vdpkp
-add chain ip vdpkp pre { type nat hook prerouting priority -100; }
-add chain ip vdpkp out { type nat hook output priority -100; }
-add chain ip vdpkp post { type nat hook postrouting priority 100; }
-add rule ip vdpkp pre ip daddr ${vip} tcp dport 80 dnat to ${backend}:8080
-add rule ip vdpkp out ip daddr ${vip} tcp dport 80 dnat to ${backend}:8080
-${post}`,
-    });
+    await this.nft(node, [
+      "add table ip vdpkp",
+      "add chain ip vdpkp pre { type nat hook prerouting priority -100; }",
+      "add chain ip vdpkp out { type nat hook output priority -100; }",
+      "add chain ip vdpkp post { type nat hook postrouting priority 100; }",
+      `add rule ip vdpkp pre ip daddr ${vip} tcp dport 80 dnat to ${backend}:8080`,
+      `add rule ip vdpkp out ip daddr ${vip} tcp dport 80 dnat to ${backend}:8080`,
+      ...(masquerade
+        ? [`add rule ip vdpkp post ct status dnat ip daddr ${backend} masquerade`]
+        : []),
+    ]);
+  }
+
+  /** Applies `commands` (nft commands, one a line) in the node's netns, all or none. */
+  async nft(node: WorldNode, commands: string[]): Promise<void> {
+    await sh(["nft", "-f", "-"], { netns: node.ns.name, stdin: `${commands.join("\n")}\n` });
   }
 
   /** Stops servers and deletes every netns the world made. */
@@ -262,40 +265,10 @@ export async function connectivityFailures(kind: DatapathKind): Promise<string[]
     // veth pods need no masquerade.
     const masq = kind !== "veth";
     await w.addService(n1, "10.96.0.10", p2b.ip, masq);
-    await sh([
-      "nft",
-      "add",
-      "rule",
-      "ip",
-      "vdpkp",
-      "pre",
-      "ip",
-      "daddr",
-      "10.96.0.11",
-      "tcp",
-      "dport",
-      "80",
-      "dnat",
-      "to",
-      `${p1a.ip}:8080`,
-    ], { netns: n1.ns.name });
-    if (masq) {
-      await sh([
-        "nft",
-        "add",
-        "rule",
-        "ip",
-        "vdpkp",
-        "post",
-        "ct",
-        "status",
-        "dnat",
-        "ip",
-        "daddr",
-        p1a.ip,
-        "masquerade",
-      ], { netns: n1.ns.name });
-    }
+    await w.nft(n1, [
+      `add rule ip vdpkp pre ip daddr 10.96.0.11 tcp dport 80 dnat to ${p1a.ip}:8080`,
+      ...(masq ? [`add rule ip vdpkp post ct status dnat ip daddr ${p1a.ip} masquerade`] : []),
+    ]);
 
     expect(
       "pod→pod, same node (primary ENI → secondary ENI), ping",

@@ -14,6 +14,8 @@ import { Fabric } from "../../aws/sim/fabric.ts";
 import { createNetns, deleteNetns, isRoot, type TestNetns, uniqueName } from "./netns.ts";
 import { peerBin } from "./peers.ts";
 import { run, type RunResult, sh } from "./sh.ts";
+import { vpcniArgv } from "./vpcni_cli.ts";
+import { freePort } from "./aws_peers.ts";
 import { COMPILE_PERMISSIONS } from "../../tools/compile.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
@@ -93,14 +95,6 @@ export interface DoctorNode {
   close(): Promise<void>;
 }
 
-/** A loopback TCP port that was free a moment ago. */
-export function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
-
 const AWS_ENV = {
   AWS_ACCESS_KEY_ID: "test",
   AWS_SECRET_ACCESS_KEY: "test",
@@ -169,23 +163,19 @@ export async function startDoctorNode(): Promise<DoctorNode> {
     );
     const binDir = `${root}/bin`;
     const conflist = `${root}/net.d/10-vpcni.conflist`;
-    await sh([
-      "deno",
-      "run",
-      "-A",
-      "--no-check",
-      "--quiet",
-      MAIN,
-      "install",
-      "--bin-dir",
-      binDir,
-      "--conflist-file",
-      conflist,
-      "--config",
-      configPath,
-      "--mtu",
-      "1500",
-    ]);
+    await sh(
+      vpcniArgv(
+        "install",
+        "--bin-dir",
+        binDir,
+        "--conflist-file",
+        conflist,
+        "--config",
+        configPath,
+        "--mtu",
+        "1500",
+      ),
+    );
 
     daemon = new Deno.Command(Deno.execPath(), {
       args: ["run", ...PERMS, "--no-check", MAIN, "serve", "--config", configPath],

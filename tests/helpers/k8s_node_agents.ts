@@ -6,6 +6,8 @@
  *
  * @module
  */
+import { cgroupHierarchies } from "./cgroup_mounts.ts";
+import { containerdConfig } from "./containerd_config.ts";
 import type { LaneBinaries } from "./k8s_bins.ts";
 import type { NodeNamespace } from "./k8s_nodens.ts";
 import type { Pki } from "./k8s_pki.ts";
@@ -30,35 +32,16 @@ export async function startContainerd(node: NodeNamespace, s: NodeAgentSpec): Pr
   const conf = `${node.dir}/containerd.toml`;
   await Deno.writeTextFile(
     conf,
-    `version = 2
-root = "${node.dir}/containerd-root"
-state = "/run/containerd"
-disabled_plugins = ["io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-
-[grpc]
-  address = "${CONTAINERD_SOCKET}"
-[debug]
-  level = "warn"
-[metrics]
-  address = ""
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "${s.sandboxImage}"
-  # This machine withholds CAP_SYS_RESOURCE: clamp oom_score_adj instead of failing.
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = "${s.bins.runc}"
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/opt/cni/bin"
-    conf_dir = "/etc/cni/net.d"
-    max_conf_num = 1
-`,
+    containerdConfig({
+      root: `${node.dir}/containerd-root`,
+      state: "/run/containerd",
+      grpcAddress: CONTAINERD_SOCKET,
+      logLevel: "warn",
+      sandboxImage: s.sandboxImage,
+      runc: s.bins.runc,
+      cniBinDir: "/opt/cni/bin",
+      cniConfDir: "/etc/cni/net.d",
+    }),
   );
   await node.start("containerd", [s.bins.containerd, "--config", conf]);
   const deadline = Date.now() + 30_000;
@@ -144,11 +127,6 @@ export async function removeCgroupRoot(root: string): Promise<string[]> {
     }
   }
   return left;
-}
-
-async function cgroupHierarchies(): Promise<string[]> {
-  const info = await Deno.readTextFile("/proc/self/mountinfo");
-  return info.split("\n").filter((l) => / - cgroup2? /.test(l)).map((l) => l.split(" ")[4]);
 }
 
 /** Starts kubelet (after containerd and the API server). */

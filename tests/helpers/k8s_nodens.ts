@@ -20,6 +20,7 @@
  * @module
  */
 import { runTool } from "../../aws/sim/tool.ts";
+import { stopChild } from "./stop_child.ts";
 
 /** Overlaid directories: the machine's content below, the lane's writes above. */
 const OVERLAYS = ["/etc", "/opt", "/var/lib", "/var/log"];
@@ -203,21 +204,5 @@ export class NodeNamespace {
       await new Promise((r) => setTimeout(r, 250));
     }
     await stopChild(this.#holder, 1_000);
-  }
-}
-
-async function stopChild(p: Deno.ChildProcess, graceMs: number): Promise<void> {
-  try {
-    p.kill("SIGTERM");
-  } catch { /* already gone */ }
-  const done = await Promise.race([
-    p.status.then(() => true),
-    new Promise<false>((res) => setTimeout(() => res(false), graceMs)),
-  ]);
-  if (!done) {
-    try {
-      p.kill("SIGKILL");
-    } catch { /* gone meanwhile */ }
-    await p.status;
   }
 }

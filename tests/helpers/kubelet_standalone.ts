@@ -16,6 +16,7 @@
  */
 import { createNetns, deleteNetns, uniqueName } from "./netns.ts";
 import { sh } from "./sh.ts";
+import { stopChild } from "./stop_child.ts";
 import { Containerd } from "./runtime_containerd.ts";
 import { UnixGrpcClient } from "../../ipam/kubelet/grpc.ts";
 import { POD_RESOURCES } from "../../ipam/kubelet/services.ts";
@@ -229,19 +230,7 @@ export class StandaloneKubelet {
     const p = this.#proc;
     if (!p) return;
     this.#proc = undefined;
-    try {
-      p.kill("SIGTERM");
-    } catch { /* gone */ }
-    const done = await Promise.race([
-      p.status.then(() => true),
-      new Promise<false>((r) => setTimeout(() => r(false), 10_000)),
-    ]);
-    if (!done) {
-      try {
-        p.kill("SIGKILL");
-      } catch { /* gone */ }
-      await p.status;
-    }
+    await stopChild(p);
   }
 
   #pr(): UnixGrpcClient {

@@ -18,19 +18,14 @@
  */
 import { inNetns } from "../../netlink/netns.ts";
 import { buildOciImage, type OciImage } from "../../tools/runtime/oci_image.ts";
+import { cgroupHierarchies } from "./cgroup_mounts.ts";
+import { containerdConfig } from "./containerd_config.ts";
+import { pathExists } from "./path_exists.ts";
 import { PEERS_BIN } from "./peers.ts";
+import { stopChild } from "./stop_child.ts";
 
 /** containerd 1.6 puts shim sockets under `<this>/s/` whatever its config says. */
 const SHIM_SOCKET_DIR = "/run/containerd";
-
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** What the runtime test needs on the machine, and how each is installed. */
 const NEEDS: { bin: string; where: string[]; fix: string }[] = [
@@ -148,7 +143,7 @@ export class Containerd {
     const bins = runtimeBinaries();
     // containerd 1.6 always sets up the pod's lo with the reference loopback plugin first.
     await Deno.copyFile(bins.loopback, `${o.cniBinDir}/loopback`);
-    const shimDirExisted = exists(SHIM_SOCKET_DIR);
+    const shimDirExisted = pathExists(SHIM_SOCKET_DIR);
     const dir = await Deno.makeTempDir({ prefix: `${o.tag}-containerd-` });
     let proc: Deno.ChildProcess | undefined;
     try {
@@ -158,7 +153,19 @@ export class Containerd {
       });
       await Deno.writeTextFile(
         `${dir}/config.toml`,
-        containerdConfig(dir, image.name, o, bins.runc),
+        containerdConfig({
+          root: `${dir}/root`,
+          state: `${dir}/state`,
+          grpcAddress: `${dir}/containerd.sock`,
+          ttrpcAddress: `${dir}/containerd.sock.ttrpc`,
+          logLevel: "info",
+          sandboxImage: image.name,
+          runc: bins.runc,
+          runcRoot: `${dir}/runc`,
+          cniBinDir: o.cniBinDir,
+          cniConfDir: o.cniConfDir,
+          private: true,
+        }),
       );
       await Deno.writeTextFile(
         `${dir}/crictl.yaml`,
@@ -188,7 +195,7 @@ export class Containerd {
       if (imp.code !== 0) throw new Error(`ctr images import failed: ${imp.stderr}${imp.stdout}`);
       return c;
     } catch (e) {
-      if (proc) await stopProcess(proc);
+      if (proc) await stopChild(proc);
       const log = await Deno.readTextFile(`${dir}/containerd.log`).catch(() => "");
       await Deno.remove(dir, { recursive: true }).catch(() => {});
       throw new Error(`${(e as Error).message}\ncontainerd log:\n${log.slice(-2000)}`);
@@ -302,7 +309,7 @@ export class Containerd {
       const r = await this.crictl(["rmp", "--force", id]).catch(() => undefined);
       if (r?.code !== 0) problems.push(`crictl rmp -f ${id}: ${r?.stderr.trim()}`);
     }
-    await stopProcess(this.#proc);
+    await stopChild(this.#proc);
     // A shim outlives containerd by design; ours are those started with our socket address.
     for (const pid of await shimsOf(this.socket)) {
       problems.push(`shim ${pid} was still running`);
@@ -338,67 +345,6 @@ export class Containerd {
   }
 }
 
-function containerdConfig(
-  dir: string,
-  image: string,
-  cni: { cniBinDir: string; cniConfDir: string },
-  runc: string,
-): string {
-  return `version = 2
-root = "${dir}/root"
-state = "${dir}/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-
-[grpc]
-  address = "${dir}/containerd.sock"
-[ttrpc]
-  address = "${dir}/containerd.sock.ttrpc"
-[debug]
-  level = "info"
-[metrics]
-  address = ""
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "${image}"
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  # This machine withholds CAP_SYS_RESOURCE, so runc may not lower oom_score_adj below
-  # containerd's own (the sandbox asks for -998); clamp instead of failing.
-  restrict_oom_score_adj = true
-  # Pod netns under our state dir rather than /run/netns.
-  netns_mounts_under_state_dir = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = "${runc}"
-        Root = "${dir}/runc"
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "${cni.cniBinDir}"
-    conf_dir = "${cni.cniConfDir}"
-    max_conf_num = 1
-`;
-}
-
-async function stopProcess(p: Deno.ChildProcess): Promise<void> {
-  try {
-    p.kill("SIGTERM");
-  } catch { /* already gone */ }
-  const done = await Promise.race([
-    p.status.then(() => true),
-    new Promise<false>((res) => setTimeout(() => res(false), 10_000)),
-  ]);
-  if (!done) {
-    try {
-      p.kill("SIGKILL");
-    } catch { /* gone meanwhile */ }
-    await p.status;
-  }
-}
-
 /** PIDs of containerd-shim-runc-v2 processes started for the containerd at `socket`. */
 export async function shimsOf(socket: string): Promise<number[]> {
   const pids: number[] = [];
@@ -423,10 +369,4 @@ export async function mountsUnder(dir: string): Promise<string[]> {
   return info.split("\n").map((l) => l.split(" ")[4]).filter((m) =>
     m !== undefined && (m === dir || m.startsWith(`${dir}/`))
   ).sort((a, b) => b.length - a.length);
-}
-
-/** The mounted cgroup hierarchies (v1 controllers and the v2 unified one). */
-async function cgroupHierarchies(): Promise<string[]> {
-  const info = await Deno.readTextFile("/proc/self/mountinfo");
-  return info.split("\n").filter((l) => / - cgroup2? /.test(l)).map((l) => l.split(" ")[4]);
 }

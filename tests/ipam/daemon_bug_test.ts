@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { failureAnswer } from "../../ipam/api.ts";
 import { CheckpointWriteError } from "../../ipam/pools.ts";
 import { Ec2Error } from "../../aws/ec2_errors.ts";
+import { daemonInternals } from "../helpers/daemon_internals.ts";
 import { addReq, standardScenario, startStack } from "./harness.ts";
 import { captureLog } from "./log_capture.ts";
 
@@ -22,7 +23,7 @@ Deno.test("daemon bug: code 999 with the message, the stack only in the log", as
   try {
     const added = await stack.call(addReq("bug"));
     assert.ok(added.ok && "allocation" in added, JSON.stringify(added));
-    const state = stack.daemon.pools.ctx.state;
+    const { state } = daemonInternals(stack.daemon);
     const eni = state.enis.get(added.allocation.eni.id)!;
     state.enis.delete(eni.id);
     const check = { ...addReq("bug"), op: "check" };

@@ -18,6 +18,7 @@ import {
 } from "./harness.ts";
 import { checkDevicePlugin, fetchDevicePluginView } from "../../doctor/checks_device_plugin.ts";
 import { type KubeletStandin, podWith, startKubeletStandin } from "./kubelet_standin.ts";
+import { denoInfo } from "../helpers/deno_info.ts";
 
 // The instance: 3 ENIs of 4 addresses, so 3 pod addresses per ENI.
 const MAX_ENIS = 3;
@@ -175,24 +176,9 @@ Deno.test("device plugin: without an answer from pod-resources, ADD says try aga
   }
 });
 
-interface InfoModule {
-  specifier: string;
-  dependencies?: { code?: { specifier: string }; isDynamic?: boolean }[];
-}
-
 /** Modules a program loads from `root` (`deno info --json`), with or without dynamic imports. */
 async function moduleGraph(root: string, o: { dynamic: boolean }): Promise<string[]> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", new URL(`../../${root}`, import.meta.url).pathname],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.ok(out.success, new TextDecoder().decode(out.stderr));
-  const info = JSON.parse(new TextDecoder().decode(out.stdout)) as {
-    roots: string[];
-    modules: InfoModule[];
-    redirects: Record<string, string>;
-  };
+  const info = await denoInfo(root);
   const bySpec = new Map(info.modules.map((m) => [m.specifier, m]));
   const seen = new Set<string>();
   const visit = (spec: string) => {

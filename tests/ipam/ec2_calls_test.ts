@@ -12,12 +12,7 @@ import {
   standardScenario,
   startStack,
 } from "./harness.ts";
-
-interface PoolView {
-  name: string;
-  free: number;
-  enis: number;
-}
+import type { PoolView } from "../../proto/introspect.ts";
 
 Deno.test("ec2 calls: start-up costs 3, a new ENI 3 (create + attach + modify), a release 2; no polling", async () => {
   const stack = await startStack(standardScenario(), {

@@ -19,11 +19,7 @@ import {
   tempRoot,
 } from "./harness.ts";
 import { run } from "../helpers/sh.ts";
-
-interface PoolView {
-  used: number;
-  free: number;
-}
+import type { PoolView } from "../../proto/introspect.ts";
 
 async function ip(...args: string[]) {
   const r = await run(["ip", ...args]);

@@ -11,11 +11,12 @@
  * daemon has taken the addresses out of the pool on purpose.
  */
 import assert from "node:assert/strict";
-import type { SimServer } from "../../aws/sim/mod.ts";
+import type { ScenarioInput, SimServer } from "../../aws/sim/mod.ts";
 import { startSim } from "../../aws/sim/mod.ts";
 import type { TrackedCloud } from "../../ipam/ec2_sync.ts";
 import { deleteDetached } from "../../ipam/eni_lifecycle.ts";
 import { createAwsCloud } from "../../ipam/aws_cloud.ts";
+import { daemonInternals } from "../helpers/daemon_internals.ts";
 import type { NodeState } from "../../ipam/node_state.ts";
 import {
   addReq,
@@ -30,7 +31,20 @@ import {
   SUBNETS,
 } from "./harness.ts";
 
-const NO_RESYNC = { ec2ResyncSeconds: 3600, imdsCheckSeconds: 3600, leakedEniGraceSeconds: 3600 };
+/**
+ * Starts the simulator and the daemon with `pools`, releasing surplus after 0.5 s and with the
+ * re-syncs pushed past the test's end; returns the stack and what the daemon holds.
+ */
+async function startReleasingStack(scenario: ScenarioInput, pools: Record<string, unknown>[]) {
+  const stack = await startStack(scenario, {
+    pools,
+    releaseDelaySeconds: 0.5,
+    ec2ResyncSeconds: 3600,
+    imdsCheckSeconds: 3600,
+    leakedEniGraceSeconds: 3600,
+  });
+  return { stack, sim: stack.sim, ...daemonInternals(stack.daemon) };
+}
 
 /** Makes every request of `action` fail with RequestLimitExceeded (or lifts that). */
 function refuse(sim: SimServer, action: string, on: boolean) {
@@ -73,9 +87,7 @@ function memoryView(state: NodeState) {
  * daemon their addresses: only prefixes are compared there.
  */
 async function agreeWhenQuiet(
-  sim: SimServer,
-  cloud: TrackedCloud,
-  state: NodeState,
+  { sim, cloud, state }: { sim: SimServer; cloud: TrackedCloud; state: NodeState },
   ready: () => boolean,
   what: string,
   prefixesOnly = false,
@@ -102,20 +114,14 @@ async function agreeWhenQuiet(
 }
 
 Deno.test("release: a failed prefix unassign keeps its 16 addresses; retried once EC2 answers", async () => {
-  const stack = await startStack(standardScenario(), {
-    pools: [{
-      name: "default",
-      prefixDelegation: true,
-      warmIps: 1,
-      warmEnis: 0,
-      ipCooldownSeconds: 0,
-    }],
-    releaseDelaySeconds: 0.5,
-    ...NO_RESYNC,
-  });
-  const { sim } = stack;
-  const cloud = stack.daemon.pools.ctx.cloud as TrackedCloud;
-  const state = stack.daemon.pools.ctx.state;
+  const world = await startReleasingStack(standardScenario(), [{
+    name: "default",
+    prefixDelegation: true,
+    warmIps: 1,
+    warmEnis: 0,
+    ipCooldownSeconds: 0,
+  }]);
+  const { stack, sim } = world;
   const action = "UnassignPrivateIpAddresses";
   try {
     for (let i = 0; i < 20; i++) assert.ok((await stack.call(addReq(`x${i}`))).ok);
@@ -127,9 +133,7 @@ Deno.test("release: a failed prefix unassign keeps its 16 addresses; retried onc
 
     // More refusals than one call's six attempts: the daemon tried, failed and tried again.
     const held = await agreeWhenQuiet(
-      sim,
-      cloud,
-      state,
+      world,
       () => refusals(sim, action) > 6,
       "refused",
       true,
@@ -140,9 +144,7 @@ Deno.test("release: a failed prefix unassign keeps its 16 addresses; retried onc
 
     refuse(sim, action, false);
     await agreeWhenQuiet(
-      sim,
-      cloud,
-      state,
+      world,
       () => prefixes().length < before,
       "after EC2 answered",
       true,
@@ -161,14 +163,11 @@ Deno.test("release: a failed prefix unassign keeps its 16 addresses; retried onc
 });
 
 Deno.test("release: an ENI whose detach failed stays the pool's; released once EC2 answers", async () => {
-  const stack = await startStack(standardScenario({ maxEnis: 4, ipv4PerEni: 4 }), {
-    pools: [{ name: "default", warmIps: 1, warmEnis: 0, ipCooldownSeconds: 0 }],
-    releaseDelaySeconds: 0.5,
-    ...NO_RESYNC,
-  });
-  const { sim } = stack;
-  const cloud = stack.daemon.pools.ctx.cloud as TrackedCloud;
-  const state = stack.daemon.pools.ctx.state;
+  const world = await startReleasingStack(
+    standardScenario({ maxEnis: 4, ipv4PerEni: 4 }),
+    [{ name: "default", warmIps: 1, warmEnis: 0, ipCooldownSeconds: 0 }],
+  );
+  const { stack, sim } = world;
   const action = "DetachNetworkInterface";
   try {
     for (let i = 0; i < 8; i++) assert.ok((await stack.call(addReq(`d${i}`))).ok);
@@ -179,9 +178,7 @@ Deno.test("release: an ENI whose detach failed stays the pool's; released once E
     for (let i = 0; i < 8; i++) assert.ok((await stack.call(delReq(`d${i}`))).ok);
 
     const held = await agreeWhenQuiet(
-      sim,
-      cloud,
-      state,
+      world,
       () => refusals(sim, action) > 6,
       "refused",
     );
@@ -195,9 +192,7 @@ Deno.test("release: an ENI whose detach failed stays the pool's; released once E
 
     refuse(sim, action, false);
     await agreeWhenQuiet(
-      sim,
-      cloud,
-      state,
+      world,
       () => enis() < before && simDetachedOurs(sim).length === 0,
       "after EC2 answered",
     );

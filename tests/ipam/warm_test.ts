@@ -13,15 +13,7 @@ import {
   standardScenario,
   startStack,
 } from "./harness.ts";
-
-interface PoolView {
-  name: string;
-  total: number;
-  used: number;
-  free: number;
-  cooling: number;
-  enis: number;
-}
+import type { PoolView } from "../../proto/introspect.ts";
 
 Deno.test("warm: targets reached at start and held while pods come and go", async () => {
   const stack = await startStack(standardScenario(), {

@@ -9,20 +9,12 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { pathExists } from "../helpers/path_exists.ts";
 import { run, sh } from "../helpers/sh.ts";
 import { buildImage, imageRuntime, otherRelease, withoutHostDeno } from "../helpers/image_tree.ts";
 import { type RuntimeNode, startRuntimeNode } from "../helpers/runtime_node.ts";
 import { readStamp } from "../../cli/runtime_launcher.ts";
 import { inNetns } from "../../netlink/netns.ts";
-
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function listDir(dir: string): string[] {
   try {
@@ -95,10 +87,10 @@ Deno.test({
       const sourceDaemons = pids.split("\n").filter((p) => p !== "").map(Number);
       assert.ok(sourceDaemons.length > 0, "the node's daemon was not found");
       for (const pid of sourceDaemons) Deno.kill(pid, "SIGTERM");
-      for (let i = 0; i < 100 && sourceDaemons.some((p) => exists(`/proc/${p}`)); i++) {
+      for (let i = 0; i < 100 && sourceDaemons.some((p) => pathExists(`/proc/${p}`)); i++) {
         await new Promise((r) => setTimeout(r, 100));
       }
-      assert.ok(!sourceDaemons.some((p) => exists(`/proc/${p}`)), "the node's daemon lives on");
+      assert.ok(!sourceDaemons.some((p) => pathExists(`/proc/${p}`)), "the node's daemon lives on");
       daemon = inNetns(node.nodePath, () =>
         new Deno.Command(`${image.root}/usr/local/bin/vpcni`, {
           args: ["serve", "--config", config],
