@@ -236,7 +236,7 @@ async function startLocked(
     () => cloud.describeSubnets({ az: node.az }),
     !nodeOnly,
   );
-  const ctx: GrowthContext = {
+  const ctx: Omit<GrowthContext, "onGrew"> = {
     cfg,
     cloud,
     state,
@@ -254,7 +254,6 @@ async function startLocked(
     fullSubnets: new Map(),
     refreshSubnets: () => subnetCache.refresh(SUBNET_MAX_AGE_MS),
     ensureSubnetsDescribed: () => subnetCache.ensureDescribed(),
-    onGrew: () => {},
     now,
     random: o.random,
     timeScale: o.timeScale,
@@ -263,6 +262,8 @@ async function startLocked(
     metrics.checkpointWrites.inc();
     return state.toCheckpoint(now());
   });
+  // The kubelet link reads the pools, so it starts after them; ADDs ask it once it runs.
+  const linked: { kubelet?: KubeletLink } = {};
   const pools = new PoolManager({
     ctx,
     securityGroups,
@@ -270,6 +271,7 @@ async function startLocked(
     nodeIps: primary.localIpv4s.slice(0, 1),
     nodeEniMacs: node.enis.map((e) => e.mac),
     save: () => writer.save(),
+    poolsOfPod: (ns, name) => linked.kubelet?.poolsOfPod(ns, name) ?? Promise.resolve(undefined),
   });
   await writer.save(); // the reconciled state is the new truth
   const egress = o.headless ? undefined : new EgressKeeper({
@@ -286,7 +288,7 @@ async function startLocked(
   const collectGarbage = o.headless ? () => false : collectProcessGarbage;
   // A headless core (a fleet simulation) has no kubelet, no datapath and no servers.
   const kubelet = o.headless ? undefined : await startKubeletLinkIfEnabled(pools, cfg);
-  if (kubelet) pools.poolsOfPod = (ns, name) => kubelet.poolsOfPod(ns, name);
+  linked.kubelet = kubelet;
 
   let ready = false;
   // The first CNI worker starts now, so the first pod's ADD does not wait for it.
@@ -298,23 +300,19 @@ async function startLocked(
   // does it for ENIs attached later, and growth asks for it at once.
   const hosts = cni && new HostPreparer(cni, cfg.datapath, cfg.routeTableBase);
   const syncHosts = () => void hosts?.sync(state.enis.values());
-  const grew = ctx.onGrew;
-  ctx.onGrew = () => {
-    grew();
-    syncHosts();
-  };
+  pools.growth.grew.listen(syncHosts);
   syncHosts();
   const api = cni ? await serveUnixApi(cfg.socketPath, pools, cni) : NO_SERVER;
   const introspection = o.headless
     ? NO_SERVER
-    : serveIntrospection(cfg.listen, cfg, pools, () => ready, {
+    : serveIntrospection(cfg.listen, cfg, pools.view, () => ready, {
       devicePlugin: () => kubelet?.view(),
     });
 
   let stopping = false;
   let resolveFinished!: () => void;
   const finished = new Promise<void>((r) => resolveFinished = r);
-  const collector = new LeakedEniCollector(ctx, cloud);
+  const collector = new LeakedEniCollector(pools.growth.ctx, cloud);
   const loop = (async () => {
     // The start-up reconcile was a full EC2 sync of what is attached here. The first look
     // for our detached (leaked) ENIs comes when a leak found now would be past its grace.
@@ -325,13 +323,7 @@ async function startLocked(
       try {
         if (state.routedUnknown.size) {
           const routed = await kernel.routedPodIps();
-          const cooldown = (ip: string) =>
-            (cfg.pools.find((p) => p.name === state.ownerOf(ip)?.pool)?.ipCooldownSeconds ?? 30) *
-            1000;
-          if (routed && state.releaseUnrouted(routed, now(), cooldown)) {
-            await writer.save();
-            ctx.onGrew();
-          }
+          if (routed) await pools.allocator.releaseUnrouted(routed);
         }
         await pools.tick();
         syncHosts();
@@ -340,7 +332,11 @@ async function startLocked(
         let ec2Due = now() >= nextEc2Sync;
         if (!ec2Due && now() - lastImdsCheck >= cfg.imdsCheckSeconds * 1000) {
           lastImdsCheck = now();
-          const found = await imdsDisagreements(ctx, cloud, o.imdsSettleMs ?? IMDS_SETTLE_MS);
+          const found = await imdsDisagreements(
+            pools.growth.ctx,
+            cloud,
+            o.imdsSettleMs ?? IMDS_SETTLE_MS,
+          );
           if (found?.length) {
             log.info("IMDS disagrees with the node state ({found}); re-syncing with EC2", {
               found: found.join("; "),
@@ -354,7 +350,7 @@ async function startLocked(
           lastImdsCheck = now();
           nextEc2Sync = now() + cfg.ec2ResyncSeconds * 1000;
           await subnetCache.refresh(0);
-          if (await resyncWithEc2(ctx, cloud)) await writer.save();
+          if (await resyncWithEc2(pools.growth.ctx, cloud)) await writer.save();
           await collector.collect();
           egress?.sync();
           collectGarbage();

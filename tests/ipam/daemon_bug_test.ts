@@ -22,7 +22,7 @@ Deno.test("daemon bug: code 999 with the message, the stack only in the log", as
   try {
     const added = await stack.call(addReq("bug"));
     assert.ok(added.ok && "allocation" in added, JSON.stringify(added));
-    const state = stack.daemon.pools.ctx.state;
+    const state = stack.daemon.pools.growth.ctx.state;
     const eni = state.enis.get(added.allocation.eni.id)!;
     state.enis.delete(eni.id);
     const check = { ...addReq("bug"), op: "check" };

@@ -114,8 +114,8 @@ Deno.test("release: a failed prefix unassign keeps its 16 addresses; retried onc
     ...NO_RESYNC,
   });
   const { sim } = stack;
-  const cloud = stack.daemon.pools.ctx.cloud as TrackedCloud;
-  const state = stack.daemon.pools.ctx.state;
+  const cloud = stack.daemon.pools.growth.ctx.cloud as TrackedCloud;
+  const state = stack.daemon.pools.growth.ctx.state;
   const action = "UnassignPrivateIpAddresses";
   try {
     for (let i = 0; i < 20; i++) assert.ok((await stack.call(addReq(`x${i}`))).ok);
@@ -167,8 +167,8 @@ Deno.test("release: an ENI whose detach failed stays the pool's; released once E
     ...NO_RESYNC,
   });
   const { sim } = stack;
-  const cloud = stack.daemon.pools.ctx.cloud as TrackedCloud;
-  const state = stack.daemon.pools.ctx.state;
+  const cloud = stack.daemon.pools.growth.ctx.cloud as TrackedCloud;
+  const state = stack.daemon.pools.growth.ctx.state;
   const action = "DetachNetworkInterface";
   try {
     for (let i = 0; i < 8; i++) assert.ok((await stack.call(addReq(`d${i}`))).ok);
