@@ -186,6 +186,7 @@ export class PoolManager {
     this.warm.recordAdd(pool);
     const deadline = ctx.now() + ctx.cfg.addTimeoutSeconds * 1000;
     let waited = false;
+    let counted = false; // among the pool's waiting ADDs, whose count sizes growth
     let grewOnce = false;
     const key = attachmentKey(req);
     try {
@@ -204,6 +205,10 @@ export class PoolManager {
           netns: req.netns,
         });
         if (rec) {
+          // Holding an address now: no longer one growth must find an address for, even
+          // while the checkpoint is written.
+          if (counted) waiting.count--;
+          counted = false;
           const unsaved = await this.allocator.commit(key, rec);
           if (unsaved) return unsaved;
           const secs = (performance.now() - start) / 1000;
@@ -212,8 +217,8 @@ export class PoolManager {
           this.warm.kick(pool);
           return { ok: true, allocation: this.podAllocation(rec) };
         }
-        if (!waited) waiting.count++;
-        waited = true;
+        if (!counted) waiting.count++;
+        counted = waited = true;
         const now = ctx.now();
         if (now >= deadline) break;
         const cooldownEnd = this.allocator.nextCooldownEnd(pool);
@@ -230,7 +235,7 @@ export class PoolManager {
         await this.#waitChange(pool, Math.min(deadline, cooldownEnd ?? deadline) - now, growth);
       }
     } finally {
-      if (waited) waiting.count--;
+      if (counted) waiting.count--;
       this.#cancelled.delete(key);
     }
     ctx.metrics.adds.inc({ pool, result: "no_ip" });
