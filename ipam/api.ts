@@ -19,7 +19,8 @@ import { parseIpamRequest } from "../proto/ipam_validate.ts";
 import { ErrorCode } from "../proto/errors.ts";
 import { Ec2Error, Ec2FilterError } from "../aws/ec2_errors.ts";
 import { ImdsError } from "../aws/imds.ts";
-import { CheckpointWriteError, type PoolManager } from "./pools.ts";
+import type { PoolManager } from "./pools.ts";
+import { CheckpointWriteError } from "./allocator.ts";
 import { attachmentKey } from "./node_state.ts";
 import { log } from "./log.ts";
 import { prepareSocket } from "./unix_socket.ts";
@@ -40,15 +41,15 @@ export async function handleIpamRequest(
     case "del":
       return { ok: true, released: await pools.del(attachmentKey(req)) };
     case "check": {
-      const a = pools.ctx.state.allocations.get(attachmentKey(req));
-      if (!a) {
+      const allocation = pools.check(attachmentKey(req));
+      if (!allocation) {
         return {
           ok: false,
           code: 3,
           msg: `no reservation for container ${req.containerId} interface ${req.ifName}`,
         };
       }
-      return { ok: true, allocation: pools.podAllocation(a) };
+      return { ok: true, allocation };
     }
     case "gc":
       return { ok: true, released: await pools.gc(req.network, req.validAttachments) };

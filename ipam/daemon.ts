@@ -8,32 +8,21 @@
  *
  * @module
  */
-import type { CloudApi, SecurityGroupInfo, SubnetInfo } from "./cloud.ts";
-import {
-  ConfigError,
-  type DaemonConfig,
-  MAX_COOLDOWN_SECONDS,
-  ROUTE_TABLE_SPAN,
-  subnetChoice,
-} from "./config.ts";
-import {
-  type Checkpoint,
-  CheckpointWriter,
-  hasDuplicateAttachments,
-  readCheckpoint,
-  repairCheckpoint,
-} from "./checkpoint.ts";
+import type { CloudApi, SubnetInfo } from "./cloud.ts";
+import type { DaemonConfig } from "./config.ts";
+import { CheckpointWriter } from "./checkpoint.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
 import type { GrowthContext } from "./growth.ts";
+import type { NodeState } from "./node_state.ts";
 import { PoolManager } from "./pools.ts";
-import { reconcile, type ReconcileReport } from "./reconcile.ts";
-import { matchSubnets } from "./subnets.ts";
-import { matchesTags, parseSelector } from "./selector.ts";
+import { type NodeFacts, resolvePools } from "./pool_resolution.ts";
+import { loadCheckpoint, reconcile, type ReconcileReport } from "./reconcile.ts";
 import { answerRaw, serveUnixApi } from "./api.ts";
 import { CniService } from "./cni_service.ts";
 import { HostPreparer } from "./host_prep.ts";
-import { LeakedEniCollector, resyncWithEc2, trackMutations } from "./ec2_sync.ts";
-import { IMDS_SETTLE_MS, imdsDisagreements } from "./imds_check.ts";
+import { LeakedEniCollector, trackMutations } from "./ec2_sync.ts";
+import { IMDS_SETTLE_MS } from "./imds_check.ts";
+import { runDaemonLoop } from "./daemon_loop.ts";
 import { hostKernelView, type KernelView } from "./kernel_view.ts";
 import { nodeSubnetFromImds, SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cache.ts";
 import { serveIntrospection } from "./introspect.ts";
@@ -60,41 +49,6 @@ export interface RunningDaemon {
   /** Resolves when the daemon has stopped. */
   finished: Promise<void>;
   stop(): Promise<void>;
-}
-
-/** Resolves each pool's security groups; errors name the pool's knob. */
-function resolveSecurityGroups(
-  cfg: DaemonConfig,
-  primarySgs: string[],
-  groups: SecurityGroupInfo[],
-): Map<string, string[]> {
-  const out = new Map<string, string[]>();
-  const problems: string[] = [];
-  cfg.pools.forEach((p, i) => {
-    const sg = p.securityGroups;
-    if (sg === "primary") out.set(p.name, primarySgs);
-    else if ("ids" in sg) {
-      const missing = sg.ids.filter((id) => !groups.some((g) => g.id === id));
-      if (missing.length) {
-        problems.push(`pools[${i}].securityGroups: no such security group ${missing.join(", ")}`);
-      }
-      out.set(p.name, sg.ids);
-    } else {
-      const sel = parseSelector(sg.tags);
-      const ids = groups.filter((g) => matchesTags(sel, g.tags)).map((g) => g.id);
-      if (ids.length === 0) {
-        problems.push(`pools[${i}].securityGroups: tag selector "${sg.tags}" matches no group`);
-      } else if (ids.length > 5) {
-        problems.push(
-          `pools[${i}].securityGroups: tag selector "${sg.tags}" matches ${ids.length} groups ` +
-            `(an ENI takes at most 5)`,
-        );
-      }
-      out.set(p.name, ids.slice(0, 5));
-    }
-  });
-  if (problems.length) throw new ConfigError("pools resolved against EC2", problems);
-  return out;
 }
 
 /** How a daemon is wired to the world; every field has a production default. */
@@ -139,24 +93,6 @@ export async function startDaemon(
   }
 }
 
-/** The checkpoint made safe to reconcile (ipam/checkpoint.ts), each repair logged. */
-async function repaired(
-  cfg: DaemonConfig,
-  cp: Checkpoint,
-  kernel: KernelView,
-  now: number,
-): Promise<Checkpoint> {
-  const routed = hasDuplicateAttachments(cp) ? await kernel.routedPodIps() : undefined;
-  const { checkpoint, warnings } = repairCheckpoint(cp, {
-    now,
-    maxCooldownMs: MAX_COOLDOWN_SECONDS * 1000,
-    cooldownMs: (pool) => (cfg.pools.find((p) => p.name === pool)?.ipCooldownSeconds ?? 30) * 1000,
-    routed,
-  });
-  for (const w of warnings) log.warn("{warning}", { warning: w, stateDir: cfg.stateDir });
-  return checkpoint;
-}
-
 async function startLocked(
   cfg: DaemonConfig,
   rawCloud: CloudApi,
@@ -166,231 +102,129 @@ async function startLocked(
   o: StartOptions,
 ): Promise<RunningDaemon> {
   const cloud = trackMutations(rawCloud, now);
-  const node = await cloud.nodeMetadata();
-  const limits = await cloud.instanceLimits(node.instanceType);
-  const primary = node.enis.find((e) => e.deviceIndex === 0);
-  if (!primary) throw new Error("IMDS shows no primary ENI (device index 0)");
-  // Pools that use only the node's subnet need nothing from EC2 to start: IMDS names it
-  // (unless an ENI is already attached in another subnet, whose CIDR only EC2 knows).
-  const nodeOnly = cfg.pools.every((p) => p.subnets === "node") &&
-    node.enis.every((e) => e.subnetId === primary.subnetId);
-  const subnets: SubnetInfo[] = nodeOnly
-    ? [nodeSubnetFromImds(primary, node.az)]
-    : await cloud.describeSubnets({ az: node.az });
-  // Pools on the primary ENI's groups need no lookup (IMDS named them).
-  const groups = cfg.pools.some((p) => p.securityGroups !== "primary")
-    ? await cloud.describeSecurityGroups()
-    : [];
-
-  const problems: string[] = [];
-  cfg.pools.forEach((p, i) => {
-    const matched = matchSubnets(subnetChoice(p), subnets, {
-      az: node.az,
-      primarySubnetId: primary.subnetId,
-    });
-    if (matched.length === 0) {
-      problems.push(`pools[${i}].subnets: matches no subnet in ${node.az}`);
-    }
-    if (i === 0 && limits.maxEnis > ROUTE_TABLE_SPAN) {
-      problems.push(
-        `routeTableBase: the instance's ${limits.maxEnis} ENIs need more than the ` +
-          `${ROUTE_TABLE_SPAN} route tables this daemon reserves from routeTableBase`,
-      );
-    }
-    if (p.firstInterfaceIndex >= limits.maxEnis) {
-      problems.push(
-        `pools[${i}].firstInterfaceIndex: ${p.firstInterfaceIndex} is not below the ` +
-          `instance's ${limits.maxEnis} ENIs`,
-      );
-    }
-  });
-  if (problems.length) throw new ConfigError("pools resolved against EC2", problems);
-  const securityGroups = resolveSecurityGroups(cfg, primary.securityGroupIds, groups);
-
-  let checkpoint = await readCheckpoint(cfg.stateDir);
-  if (checkpoint && checkpoint.instanceId !== node.instanceId) {
-    log.warn("checkpoint belongs to {other}, this is {instanceId}; starting empty", {
-      other: checkpoint.instanceId,
-      instanceId: node.instanceId,
-    });
-    checkpoint = undefined;
-  }
-  if (checkpoint) checkpoint = await repaired(cfg, checkpoint, kernel, now());
+  const facts = await learnNode(cfg, cloud);
+  const securityGroups = resolvePools(cfg, facts);
+  const checkpoint = await loadCheckpoint(cfg, facts.node, kernel, now());
   const { state, report } = await reconcile({
     cfg,
     cloud,
-    node,
-    subnets,
+    node: facts.node,
+    subnets: facts.subnets,
     checkpoint,
     kernel,
     now: now(),
   });
-
   const metrics = createMetrics();
-  // Subnet free counts steer the choice of a new ENI's subnet. They are refreshed when an
-  // ENI is about to be created (if older than a minute) and with each EC2 re-sync, so a
-  // node whose pools are steady makes no DescribeSubnets calls.
-  const subnetCache = new SubnetCache(
-    subnets,
-    now,
-    () => cloud.describeSubnets({ az: node.az }),
-    !nodeOnly,
-  );
-  const ctx: GrowthContext = {
-    cfg,
-    cloud,
-    state,
-    metrics,
-    instanceId: node.instanceId,
-    az: node.az,
-    primarySubnetId: primary.subnetId,
-    maxEnis: limits.maxEnis,
-    ipv4PerEni: limits.ipv4PerEni,
-    foreignDeviceIndexes: new Set(report.foreignDeviceIndexes),
-    reservedDeviceIndexes: new Set(),
-    reservedSubnets: [],
-    creating: new Set(),
-    subnets,
-    fullSubnets: new Map(),
-    refreshSubnets: () => subnetCache.refresh(SUBNET_MAX_AGE_MS),
-    ensureSubnetsDescribed: () => subnetCache.ensureDescribed(),
-    onGrew: () => {},
-    now,
-    random: o.random,
-    timeScale: o.timeScale,
-  };
-  const writer = new CheckpointWriter(cfg.stateDir, () => {
-    metrics.checkpointWrites.inc();
-    return state.toCheckpoint(now());
-  });
+  const writer = checkpointWriter(cfg, state, metrics, now);
+  const subnetCache = subnetCacheOf(cloud, facts, now);
+  // The kubelet link reads the pools, so it starts after them; ADDs ask it once it runs.
+  const linked: { kubelet?: KubeletLink } = {};
   const pools = new PoolManager({
-    ctx,
+    ctx: growthContext(cfg, cloud, state, metrics, facts, report, subnetCache, now, o),
     securityGroups,
-    vpcCidrs: node.vpcCidrs,
-    nodeIps: primary.localIpv4s.slice(0, 1),
-    nodeEniMacs: node.enis.map((e) => e.mac),
+    vpcCidrs: facts.node.vpcCidrs,
+    nodeIps: facts.primary.localIpv4s.slice(0, 1),
+    nodeEniMacs: facts.node.enis.map((e) => e.mac),
     save: () => writer.save(),
+    poolsOfPod: (ns, name) => linked.kubelet?.poolsOfPod(ns, name) ?? Promise.resolve(undefined),
   });
   await writer.save(); // the reconciled state is the new truth
-  const egress = o.headless ? undefined : new EgressKeeper({
+  const egress = startEgress(cfg, facts, state, o);
+  const life = { ready: false, stopping: false };
+  const serving = await startServing(cfg, pools, state, life, o);
+  linked.kubelet = serving.kubelet;
+  const loop = runDaemonLoop({
     cfg,
-    primary,
-    vpcCidrs: node.vpcCidrs,
-    az: node.az,
-    subnets,
-    enis: () => state.enis.values(),
+    cloud,
+    pools,
+    kernel,
+    subnetCache,
+    collector: new LeakedEniCollector(pools.growth.ctx, cloud),
+    save: () => writer.save(),
+    syncHosts: serving.syncHosts,
+    syncEgress: egress && (() => egress.sync()),
+    // A full collection is process-wide: many node cores in one process must not each ask.
+    collectGarbage: o.headless ? () => false : collectProcessGarbage,
+    imdsSettleMs: o.imdsSettleMs ?? IMDS_SETTLE_MS,
+    now,
+    onReady: () => life.ready = true,
+    stopping: () => life.stopping,
   });
-  egress?.sync(); // SNAT and connection marks before the first pod is served
-
-  // A full collection is process-wide: many node cores in one process must not each ask.
-  const collectGarbage = o.headless ? () => false : collectProcessGarbage;
-  // A headless core (a fleet simulation) has no kubelet, no datapath and no servers.
-  const kubelet = o.headless ? undefined : await startKubeletLinkIfEnabled(pools, cfg);
-  if (kubelet) pools.poolsOfPod = (ns, name) => kubelet.poolsOfPod(ns, name);
-
-  let ready = false;
-  // The first CNI worker starts now, so the first pod's ADD does not wait for it.
-  const cni = o.headless ? undefined : new CniService((body) => answerRaw(pools, body), {
-    warm: true,
-    netns: cfg.nodeNetns,
-  });
-  // Each ENI's host side is set up once, here for those attached already; the loop below
-  // does it for ENIs attached later, and growth asks for it at once.
-  const hosts = cni && new HostPreparer(cni, cfg.datapath, cfg.routeTableBase);
-  const syncHosts = () => void hosts?.sync(state.enis.values());
-  const grew = ctx.onGrew;
-  ctx.onGrew = () => {
-    grew();
-    syncHosts();
-  };
-  syncHosts();
-  const api = cni ? await serveUnixApi(cfg.socketPath, pools, cni) : NO_SERVER;
-  const introspection = o.headless
-    ? NO_SERVER
-    : serveIntrospection(cfg.listen, cfg, pools, () => ready, {
-      devicePlugin: () => kubelet?.view(),
-    });
-
-  let stopping = false;
-  let resolveFinished!: () => void;
-  const finished = new Promise<void>((r) => resolveFinished = r);
-  const collector = new LeakedEniCollector(ctx, cloud);
-  const loop = (async () => {
-    // The start-up reconcile was a full EC2 sync of what is attached here. The first look
-    // for our detached (leaked) ENIs comes when a leak found now would be past its grace.
-    let nextEc2Sync = now() +
-      1000 * Math.min(cfg.leakedEniGraceSeconds, cfg.ec2ResyncSeconds);
-    let lastImdsCheck = now();
-    while (!stopping) {
-      try {
-        if (state.routedUnknown.size) {
-          const routed = await kernel.routedPodIps();
-          const cooldown = (ip: string) =>
-            (cfg.pools.find((p) => p.name === state.ownerOf(ip)?.pool)?.ipCooldownSeconds ?? 30) *
-            1000;
-          if (routed && state.releaseUnrouted(routed, now(), cooldown)) {
-            await writer.save();
-            ctx.onGrew();
-          }
-        }
-        await pools.tick();
-        syncHosts();
-        if (!ready) collectGarbage(); // start-up garbage (SDK set-up, first answers) goes now
-        ready = true;
-        let ec2Due = now() >= nextEc2Sync;
-        if (!ec2Due && now() - lastImdsCheck >= cfg.imdsCheckSeconds * 1000) {
-          lastImdsCheck = now();
-          const found = await imdsDisagreements(ctx, cloud, o.imdsSettleMs ?? IMDS_SETTLE_MS);
-          if (found?.length) {
-            log.info("IMDS disagrees with the node state ({found}); re-syncing with EC2", {
-              found: found.join("; "),
-            });
-            ec2Due = true;
-          }
-          if (!ec2Due) collectGarbage(); // a quiet moment, once a minute
-          if (!ec2Due) egress?.sync();
-        }
-        if (ec2Due) {
-          lastImdsCheck = now();
-          nextEc2Sync = now() + cfg.ec2ResyncSeconds * 1000;
-          await subnetCache.refresh(0);
-          if (await resyncWithEc2(ctx, cloud)) await writer.save();
-          await collector.collect();
-          egress?.sync();
-          collectGarbage();
-        }
-      } catch (e) {
-        log.warn("warm loop step failed: {error}", { error: String(e) });
-      }
-      await sleepUnless(cfg.reconcileIntervalSeconds * 1000, () => stopping);
-    }
-  })();
-
-  log.info("vpcni IPAM daemon serving on {socket}, introspection on {listen}", {
-    socket: cfg.socketPath,
-    listen: cfg.listen,
-    instanceId: node.instanceId,
-    instanceType: node.instanceType,
-    maxEnis: limits.maxEnis,
-    ipv4PerEni: limits.ipv4PerEni,
-  });
-
+  logServing(cfg, facts);
+  const stop = stopper(cfg, life, serving, loop, writer, claim, rawCloud);
   return {
     pools,
     metrics,
     report,
-    kubelet,
-    introspectionAddr: introspection.addr,
-    cni,
+    kubelet: serving.kubelet,
+    introspectionAddr: serving.introspection.addr,
+    cni: serving.cni,
+    finished: stop.finished,
+    stop: stop.stop,
+  };
+}
+
+/** What the daemon serves besides the pools (none of it in a headless core). */
+interface Serving {
+  kubelet?: KubeletLink;
+  cni?: CniService;
+  /** Sets up the host side of ENIs not done yet. */
+  syncHosts: () => void;
+  api: { shutdown(): Promise<void> };
+  introspection: { addr: Deno.NetAddr; shutdown(): Promise<void> };
+}
+
+/**
+ * Starts the kubelet link, the CNI service, each ENI's host side (those attached already,
+ * then each new one as growth attaches it), the unix API and introspection.
+ */
+async function startServing(
+  cfg: DaemonConfig,
+  pools: PoolManager,
+  state: NodeState,
+  life: { ready: boolean },
+  o: StartOptions,
+): Promise<Serving> {
+  // A headless core (a fleet simulation) has no kubelet, no datapath and no servers.
+  const kubelet = o.headless ? undefined : await startKubeletLinkIfEnabled(pools, cfg);
+  const cni = startCniService(cfg, pools, o);
+  const syncHosts = hostSync(cfg, cni, state);
+  pools.growth.grew.listen(syncHosts);
+  syncHosts();
+  const api = cni ? await serveUnixApi(cfg.socketPath, pools, cni) : NO_SERVER;
+  const introspection = o.headless
+    ? NO_SERVER
+    : serveIntrospection(cfg.listen, cfg, pools.view, () => life.ready, {
+      devicePlugin: () => kubelet?.view(),
+    });
+  return { kubelet, cni, syncHosts, api, introspection };
+}
+
+/**
+ * How the daemon stops: servers, loop and kubelet link first, then the last checkpoint (a
+ * failed write is logged), the socket and the state dir's lock.
+ */
+function stopper(
+  cfg: DaemonConfig,
+  life: { stopping: boolean },
+  serving: Serving,
+  loop: Promise<void>,
+  writer: CheckpointWriter,
+  claim: StateDirClaim,
+  rawCloud: CloudApi,
+): { finished: Promise<void>; stop(): Promise<void> } {
+  let resolveFinished!: () => void;
+  const finished = new Promise<void>((r) => resolveFinished = r);
+  return {
     finished,
     async stop() {
-      if (stopping) return finished;
-      stopping = true;
+      if (life.stopping) return finished;
+      life.stopping = true;
       await Promise.allSettled([
-        api.shutdown(),
-        introspection.shutdown(),
+        serving.api.shutdown(),
+        serving.introspection.shutdown(),
         loop,
-        kubelet?.stop(),
+        serving.kubelet?.stop(),
       ]);
       await writer.save().catch((e) =>
         log.error("the final checkpoint could not be written: {error}", {
@@ -406,22 +240,137 @@ async function startLocked(
   };
 }
 
+/** Asks IMDS, then EC2 as far as the pools need, what the node is. */
+async function learnNode(cfg: DaemonConfig, cloud: CloudApi): Promise<NodeFacts> {
+  const node = await cloud.nodeMetadata();
+  const limits = await cloud.instanceLimits(node.instanceType);
+  const primary = node.enis.find((e) => e.deviceIndex === 0);
+  if (!primary) throw new Error("IMDS shows no primary ENI (device index 0)");
+  // Pools that use only the node's subnet need nothing from EC2 to start: IMDS names it
+  // (unless an ENI is already attached in another subnet, whose CIDR only EC2 knows).
+  const nodeOnly = cfg.pools.every((p) => p.subnets === "node") &&
+    node.enis.every((e) => e.subnetId === primary.subnetId);
+  const subnets: SubnetInfo[] = nodeOnly
+    ? [nodeSubnetFromImds(primary, node.az)]
+    : await cloud.describeSubnets({ az: node.az });
+  // Pools on the primary ENI's groups need no lookup (IMDS named them).
+  const groups = cfg.pools.some((p) => p.securityGroups !== "primary")
+    ? await cloud.describeSecurityGroups()
+    : [];
+  return { node, limits, primary, nodeOnly, subnets, groups };
+}
+
+/** The checkpoint writer of the node state, each write counted in metrics. */
+function checkpointWriter(
+  cfg: DaemonConfig,
+  state: NodeState,
+  metrics: DaemonMetrics,
+  now: () => number,
+): CheckpointWriter {
+  return new CheckpointWriter(cfg.stateDir, () => {
+    metrics.checkpointWrites.inc();
+    return state.toCheckpoint(now());
+  });
+}
+
+/**
+ * Subnet free counts steer the choice of a new ENI's subnet. They are refreshed when an ENI
+ * is about to be created (if older than a minute) and with each EC2 re-sync, so a node whose
+ * pools are steady makes no DescribeSubnets calls.
+ */
+function subnetCacheOf(cloud: CloudApi, facts: NodeFacts, now: () => number): SubnetCache {
+  const az = facts.node.az;
+  return new SubnetCache(facts.subnets, now, () => cloud.describeSubnets({ az }), !facts.nodeOnly);
+}
+
+/** The growth context of the node (its `onGrew` is the growth service's). */
+function growthContext(
+  cfg: DaemonConfig,
+  cloud: CloudApi,
+  state: NodeState,
+  metrics: DaemonMetrics,
+  facts: NodeFacts,
+  report: ReconcileReport,
+  subnetCache: SubnetCache,
+  now: () => number,
+  o: StartOptions,
+): Omit<GrowthContext, "onGrew"> {
+  return {
+    cfg,
+    cloud,
+    state,
+    metrics,
+    instanceId: facts.node.instanceId,
+    az: facts.node.az,
+    primarySubnetId: facts.primary.subnetId,
+    maxEnis: facts.limits.maxEnis,
+    ipv4PerEni: facts.limits.ipv4PerEni,
+    foreignDeviceIndexes: new Set(report.foreignDeviceIndexes),
+    reservedDeviceIndexes: new Set(),
+    reservedSubnets: [],
+    creating: new Set(),
+    subnets: facts.subnets,
+    fullSubnets: new Map(),
+    refreshSubnets: () => subnetCache.refresh(SUBNET_MAX_AGE_MS),
+    ensureSubnetsDescribed: () => subnetCache.ensureDescribed(),
+    now,
+    random: o.random,
+    timeScale: o.timeScale,
+  };
+}
+
+/** SNAT and connection marks, applied before the first pod is served (none when headless). */
+function startEgress(
+  cfg: DaemonConfig,
+  facts: NodeFacts,
+  state: NodeState,
+  o: StartOptions,
+): EgressKeeper | undefined {
+  if (o.headless) return undefined;
+  const egress = new EgressKeeper({
+    cfg,
+    primary: facts.primary,
+    vpcCidrs: facts.node.vpcCidrs,
+    az: facts.node.az,
+    subnets: facts.subnets,
+    enis: () => state.enis.values(),
+  });
+  egress.sync();
+  return egress;
+}
+
+/** The CNI service, its first worker started now so the first ADD does not wait for it. */
+function startCniService(
+  cfg: DaemonConfig,
+  pools: PoolManager,
+  o: StartOptions,
+): CniService | undefined {
+  if (o.headless) return undefined;
+  return new CniService((body) => answerRaw(pools, body), { warm: true, netns: cfg.nodeNetns });
+}
+
+/**
+ * Each ENI's host side is set up once: at start for those attached already, then for each
+ * ENI attached later (the loop, and growth at once). Nothing without a CNI service.
+ */
+function hostSync(cfg: DaemonConfig, cni: CniService | undefined, state: NodeState) {
+  const hosts = cni && new HostPreparer(cni, cfg.datapath, cfg.routeTableBase);
+  return () => void hosts?.sync(state.enis.values());
+}
+
+function logServing(cfg: DaemonConfig, facts: NodeFacts) {
+  log.info("vpcni IPAM daemon serving on {socket}, introspection on {listen}", {
+    socket: cfg.socketPath,
+    listen: cfg.listen,
+    instanceId: facts.node.instanceId,
+    instanceType: facts.node.instanceType,
+    maxEnis: facts.limits.maxEnis,
+    ipv4PerEni: facts.limits.ipv4PerEni,
+  });
+}
+
 /** What a headless daemon has in place of its servers. */
 const NO_SERVER = {
   addr: { transport: "tcp", hostname: "", port: 0 } as Deno.NetAddr,
   shutdown: () => Promise.resolve(),
 };
-
-function sleepUnless(ms: number, stop: () => boolean): Promise<void> {
-  return new Promise((resolve) => {
-    const step = Math.min(ms, 200);
-    let left = ms;
-    const t = setInterval(() => {
-      left -= step;
-      if (left <= 0 || stop()) {
-        clearInterval(t);
-        resolve();
-      }
-    }, step);
-  });
-}

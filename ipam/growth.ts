@@ -2,7 +2,7 @@
  * What growing a pool through EC2 rests on: the growth context, the tags on the ENIs the
  * daemon creates, the subnets a new ENI may go to, and assigning addresses to ENIs the pool
  * already holds. Creating, attaching and deleting ENIs is in ipam/eni_lifecycle.ts. The
- * caller (PoolManager) makes growth single-flight per pool.
+ * growth service (ipam/growth_service.ts) makes growth single-flight per pool.
  *
  * @module
  */
@@ -51,8 +51,11 @@ export interface GrowthContext {
   ensureSubnetsDescribed?: () => Promise<void>;
   /** Subnet id → epoch ms until which it counts as full. */
   fullSubnets: Map<string, number>;
-  /** Called whenever addresses were added, so waiting ADDs retry. */
-  onGrew: () => void;
+  /**
+   * Called whenever addresses were added, so waiting ADDs retry: set once, by the growth
+   * service, to emit its `grew` event.
+   */
+  readonly onGrew: () => void;
   now: () => number;
   /** Random source of the weighted subnet choice (tests pin it). */
   random?: () => number;

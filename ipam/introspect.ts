@@ -6,23 +6,25 @@
  * @module
  */
 import type { DaemonConfig } from "./config.ts";
-import type { PoolManager } from "./pools.ts";
+import type { NodeView } from "./node_view.ts";
 import type { EniView, PoolView } from "../proto/introspect.ts";
 
 /** Builds the pools view (also what doctor reads: proto/introspect.ts). */
-export function poolsView(pools: PoolManager) {
-  return [...pools.pools.values()].map((rt): PoolView & Record<string, unknown> => {
-    const { s, ...w } = pools.shortfallOf(rt);
+export function poolsView(view: NodeView) {
+  return view.pools().map((rt): PoolView & Record<string, unknown> => {
+    const pool = rt.cfg.name;
+    const { s, ...w } = view.warm(pool);
+    const g = view.growth(pool);
     return {
-      name: rt.cfg.name,
+      name: pool,
       ...s,
       wantFree: w.wantFree,
-      demandFree: pools.demandFree(rt),
-      eniLatencyMs: Math.round(rt.eniLatencyMs),
+      demandFree: view.demandFree(pool),
+      eniLatencyMs: Math.round(g.eniLatencyMs),
       shortfall: w.shortfall,
       surplus: w.surplus,
-      growing: rt.growing !== undefined,
-      exhausted: rt.exhausted ?? null,
+      growing: g.growing,
+      exhausted: g.exhausted ?? null,
       securityGroupIds: rt.securityGroupIds,
       subnets: rt.choice.kind === "tags" ? { tags: rt.choice.selector.text } : rt.choice,
     };
@@ -30,22 +32,22 @@ export function poolsView(pools: PoolManager) {
 }
 
 /** Refreshes the scrape-time metrics from the live state. */
-export function refreshMetrics(pools: PoolManager): void {
-  const m = pools.ctx.metrics;
-  const now = pools.ctx.now();
-  for (const rt of pools.pools.values()) {
+export function refreshMetrics(view: NodeView): void {
+  const m = view.metrics;
+  for (const rt of view.pools()) {
     const pool = rt.cfg.name;
-    const s = pools.ctx.state.stats(pool, now);
+    const s = view.stats(pool);
+    const exhausted = view.growth(pool).exhausted;
     for (const state of ["total", "used", "free", "cooling"] as const) {
       m.poolIps.set({ pool, state }, s[state]);
     }
     m.poolEnis.set({ pool }, s.enis);
     for (const reason of ["subnet_full", "eni_limit"] as const) {
-      m.poolExhausted.set({ pool, reason }, rt.exhausted?.reason === reason ? 1 : 0);
+      m.poolExhausted.set({ pool, reason }, exhausted?.reason === reason ? 1 : 0);
     }
   }
   // The client's own totals only grow: copying them keeps each series a counter.
-  const c = pools.ctx.cloud.callCounts();
+  const c = view.callCounts();
   m.ec2Calls.reset();
   for (const [action, n] of c.calls) m.ec2Calls.inc({ action }, n);
   m.ec2Errors.reset();
@@ -71,7 +73,7 @@ export interface IntrospectionExtras {
 export function serveIntrospection(
   listen: string,
   cfg: DaemonConfig,
-  pools: PoolManager,
+  view: NodeView,
   ready: () => boolean,
   extras: IntrospectionExtras = {},
 ): Deno.HttpServer<Deno.NetAddr> {
@@ -79,28 +81,21 @@ export function serveIntrospection(
   return Deno.serve({ hostname: m[1], port: Number(m[2]), onListen: () => {} }, async (req) => {
     if (req.method !== "GET") return new Response("method not allowed\n", { status: 405 });
     const path = new URL(req.url).pathname;
-    const now = pools.ctx.now();
     switch (path) {
       case "/healthz":
         return new Response("ok\n");
       case "/readyz":
         return ready() ? new Response("ready\n") : new Response("starting\n", { status: 503 });
       case "/v1/pools":
-        return Response.json(poolsView(pools));
+        return Response.json(poolsView(view));
       case "/v1/enis":
-        return Response.json(
-          [...pools.ctx.state.enis.values()].map((e): EniView => ({
-            ...e,
-            ips: [...e.ips],
-            used: [...e.ips].filter((ip) => pools.ctx.state.holder.has(ip)).length,
-          })),
-        );
+        return Response.json(view.enis() satisfies EniView[]);
       case "/v1/allocations":
-        return Response.json([...pools.ctx.state.allocations.values()]);
+        return Response.json(view.allocations());
       case "/v1/routed-unknown":
-        return Response.json([...pools.ctx.state.routedUnknown].sort());
+        return Response.json(view.routedUnknown());
       case "/v1/cooldowns":
-        return Response.json([...pools.ctx.state.cooldowns.values()].filter((c) => c.until > now));
+        return Response.json(view.cooldowns());
       case "/v1/config":
         return Response.json(cfg);
       case "/v1/device-plugin": {
@@ -108,9 +103,9 @@ export function serveIntrospection(
         return Response.json(view === undefined ? { enabled: false } : { enabled: true, ...view });
       }
       case "/metrics": {
-        refreshMetrics(pools);
-        return new Response(await pools.ctx.metrics.registry.metrics(), {
-          headers: { "content-type": pools.ctx.metrics.registry.contentType },
+        refreshMetrics(view);
+        return new Response(await view.metrics.registry.metrics(), {
+          headers: { "content-type": view.metrics.registry.contentType },
         });
       }
       default:

@@ -28,7 +28,7 @@ export type PoolChoiceNode = Pick<GrowthContext, "cfg" | "az" | "primarySubnetId
  */
 export function choosePool<P extends { choice: SubnetChoice }>(
   annotations: Record<string, string> | undefined,
-  pools: Map<string, P>,
+  pools: ReadonlyMap<string, P>,
   ctx: PoolChoiceNode,
   resourcePools: string[] = [],
 ): P | IpamResponse {
@@ -65,7 +65,7 @@ export function choosePool<P extends { choice: SubnetChoice }>(
 
 function chooseByAnnotations<P extends { choice: SubnetChoice }>(
   annotations: Record<string, string> | undefined,
-  pools: Map<string, P>,
+  pools: ReadonlyMap<string, P>,
   ctx: PoolChoiceNode,
 ): P | IpamResponse {
   const named = annotations?.[ANNOTATION_POOL];

@@ -1,8 +1,8 @@
 /**
  * The release side of the warm loop: gives a pool's surplus back to EC2. Whole idle ENIs go
  * first, highest device index first; then single addresses, or whole /28 prefixes when the
- * pool uses prefix delegation. The caller (PoolManager) decides when a surplus has lasted long
- * enough to be released, and how much it is.
+ * pool uses prefix delegation. The warm loop (ipam/warm_loop.ts) decides when a surplus has
+ * lasted long enough to be released, and how much it is; the growth service calls this.
  *
  * @module
  */

@@ -8,12 +8,18 @@
  *
  * Allocations whose address EC2 no longer assigns are dropped; allocations whose pod netns
  * is gone are orphans, released into cooldown; assigned addresses nobody holds are free.
+ * The checkpoint is read (`loadCheckpoint`) and repaired (ipam/checkpoint.ts) first.
  *
  * @module
  */
 import type { CloudApi, EniDescription, NodeMetadata } from "./cloud.ts";
-import type { Checkpoint } from "./checkpoint.ts";
-import type { DaemonConfig, SubnetChoice } from "./config.ts";
+import {
+  type Checkpoint,
+  hasDuplicateAttachments,
+  readCheckpoint,
+  repairCheckpoint,
+} from "./checkpoint.ts";
+import { type DaemonConfig, MAX_COOLDOWN_SECONDS, type SubnetChoice } from "./config.ts";
 import { defaultPoolName, subnetChoice } from "./config.ts";
 import { attachmentKey, type ManagedEni, NodeState } from "./node_state.ts";
 import { TAG_CLUSTER, TAG_INSTANCE, TAG_POOL } from "../base/eni_tags.ts";
@@ -32,6 +38,42 @@ export interface ReconcileReport {
   /** Addresses no allocation names that the host still routes to a pod: held, not free. */
   routedUnknown: number;
   foreignDeviceIndexes: number[];
+}
+
+/** The checkpoint of this instance, repaired; undefined when there is none (or another's). */
+export async function loadCheckpoint(
+  cfg: DaemonConfig,
+  node: NodeMetadata,
+  kernel: KernelView,
+  now: number,
+): Promise<Checkpoint | undefined> {
+  const checkpoint = await readCheckpoint(cfg.stateDir);
+  if (checkpoint && checkpoint.instanceId !== node.instanceId) {
+    log.warn("checkpoint belongs to {other}, this is {instanceId}; starting empty", {
+      other: checkpoint.instanceId,
+      instanceId: node.instanceId,
+    });
+    return undefined;
+  }
+  return checkpoint && await repaired(cfg, checkpoint, kernel, now);
+}
+
+/** The checkpoint made safe to reconcile (ipam/checkpoint.ts), each repair logged. */
+async function repaired(
+  cfg: DaemonConfig,
+  cp: Checkpoint,
+  kernel: KernelView,
+  now: number,
+): Promise<Checkpoint> {
+  const routed = hasDuplicateAttachments(cp) ? await kernel.routedPodIps() : undefined;
+  const { checkpoint, warnings } = repairCheckpoint(cp, {
+    now,
+    maxCooldownMs: MAX_COOLDOWN_SECONDS * 1000,
+    cooldownMs: (pool) => (cfg.pools.find((p) => p.name === pool)?.ipCooldownSeconds ?? 30) * 1000,
+    routed,
+  });
+  for (const w of warnings) log.warn("{warning}", { warning: w, stateDir: cfg.stateDir });
+  return checkpoint;
 }
 
 /** Builds the node state from EC2, the checkpoint and the kernel. */

@@ -169,8 +169,7 @@ export function vpcniSide(
         startJitterMs: (o.startJitterSeconds ?? 0) * 1000 * S,
         timeScale: S,
       });
-      const pools = core.daemon.pools;
-      const rt = pools.pools.get("default")!;
+      const view = core.daemon.pools.view;
       return {
         async add(pod) {
           const r = await core.request(addReq(pod));
@@ -181,7 +180,8 @@ export function vpcniSide(
           live.delete(pod);
           await core.request(delReq(pod));
         },
-        atWarmTarget: () => pools.shortfallOf(rt).shortfall <= 0 || !!rt.exhausted,
+        atWarmTarget: () =>
+          view.warm("default").shortfall <= 0 || !!view.growth("default").exhausted,
         pods: () => [...live],
         stop: () => core.stop(),
       };

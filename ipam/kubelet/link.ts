@@ -7,6 +7,7 @@
  * @module
  */
 import type { PoolManager } from "../pools.ts";
+import { attachmentKey } from "../node_state.ts";
 import { deviceIds, type PoolCapacity, poolCapacity } from "./capacity.ts";
 import { DevicePlugin } from "./device_plugin.ts";
 import {
@@ -45,13 +46,12 @@ export function startKubeletLink(pools: PoolManager, o: KubeletLinkOptions): Kub
   let running: Promise<void> | undefined;
 
   const refresh = async () => {
-    const st = pools.ctx.state;
-    const now = pools.ctx.now();
-    const signature = [...st.allocations.keys()].join(",");
+    const now = pools.view.now();
+    const signature = pools.view.allocations().map(attachmentKey).join(",");
     const compute = () =>
       [...pools.pools.values()].map((rt) =>
         poolCapacity(
-          pools.ctx,
+          pools.view.capacityNode(),
           rt.cfg,
           rt.choice,
           now,

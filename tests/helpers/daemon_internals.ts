@@ -17,5 +17,8 @@ export interface DaemonInternals {
 
 /** The node state and EC2 client of a daemon running in this process. */
 export function daemonInternals(daemon: RunningDaemon): DaemonInternals {
-  return { state: daemon.pools.ctx.state, cloud: daemon.pools.ctx.cloud as TrackedCloud };
+  return {
+    state: daemon.pools.growth.ctx.state,
+    cloud: daemon.pools.growth.ctx.cloud as TrackedCloud,
+  };
 }

@@ -1,0 +1,115 @@
+/**
+ * The daemon's periodic loop, every `reconcileIntervalSeconds` until it is stopped: let go of
+ * routed-unknown addresses whose pods are gone, a warm-loop step (ipam/warm_loop.ts), each
+ * ENI's host side, then on their own periods the comparison with IMDS and the full EC2
+ * re-sync with the leaked-ENI collector. A step that fails is logged and the loop goes on.
+ *
+ * @module
+ */
+import type { DaemonConfig } from "./config.ts";
+import type { KernelView } from "./kernel_view.ts";
+import type { PoolManager } from "./pools.ts";
+import { type LeakedEniCollector, resyncWithEc2, type TrackedCloud } from "./ec2_sync.ts";
+import { imdsDisagreements } from "./imds_check.ts";
+import type { SubnetCache } from "./subnet_cache.ts";
+import { log } from "./log.ts";
+
+/** What the loop works with. */
+export interface DaemonLoopParts {
+  cfg: DaemonConfig;
+  cloud: TrackedCloud;
+  pools: PoolManager;
+  kernel: KernelView;
+  subnetCache: SubnetCache;
+  collector: LeakedEniCollector;
+  /** Writes the checkpoint. */
+  save: () => Promise<void>;
+  /** Sets each ENI's host side up (those not done yet). */
+  syncHosts: () => void;
+  /** Re-applies the egress ruleset (absent in a headless core). */
+  syncEgress?: () => void;
+  /** A full garbage collection, where the process allows one. */
+  collectGarbage: () => unknown;
+  /** How long IMDS may lag a mutating call. */
+  imdsSettleMs: number;
+  now: () => number;
+  /** Called after the first pass: the daemon is ready. */
+  onReady: () => void;
+  /** True once the daemon stops. */
+  stopping: () => boolean;
+}
+
+/** Runs the loop until `stopping()`; resolves when it has ended. */
+export async function runDaemonLoop(p: DaemonLoopParts): Promise<void> {
+  const { cfg, now } = p;
+  // The start-up reconcile was a full EC2 sync of what is attached here. The first look
+  // for our detached (leaked) ENIs comes when a leak found now would be past its grace.
+  let nextEc2Sync = now() + 1000 * Math.min(cfg.leakedEniGraceSeconds, cfg.ec2ResyncSeconds);
+  let lastImdsCheck = now();
+  let ready = false;
+  while (!p.stopping()) {
+    try {
+      await releaseUnrouted(p);
+      await p.pools.tick();
+      p.syncHosts();
+      if (!ready) p.collectGarbage(); // start-up garbage (SDK set-up, first answers) goes now
+      if (!ready) p.onReady();
+      ready = true;
+      let ec2Due = now() >= nextEc2Sync;
+      if (!ec2Due && now() - lastImdsCheck >= cfg.imdsCheckSeconds * 1000) {
+        lastImdsCheck = now();
+        ec2Due = await imdsDisagree(p);
+        if (!ec2Due) p.collectGarbage(); // a quiet moment, once a minute
+        if (!ec2Due) p.syncEgress?.();
+      }
+      if (ec2Due) {
+        lastImdsCheck = now();
+        nextEc2Sync = now() + cfg.ec2ResyncSeconds * 1000;
+        await resyncEc2(p);
+      }
+    } catch (e) {
+      log.warn("warm loop step failed: {error}", { error: String(e) });
+    }
+    await sleepUnless(cfg.reconcileIntervalSeconds * 1000, p.stopping);
+  }
+}
+
+/** Addresses held after a lost checkpoint go once the host stops routing them to a pod. */
+async function releaseUnrouted(p: DaemonLoopParts): Promise<void> {
+  if (p.pools.view.routedUnknown().length === 0) return;
+  const routed = await p.kernel.routedPodIps();
+  if (routed) await p.pools.allocator.releaseUnrouted(routed);
+}
+
+/** Whether IMDS disagrees with the node state (then EC2 is asked at once). */
+async function imdsDisagree(p: DaemonLoopParts): Promise<boolean> {
+  const found = await imdsDisagreements(p.pools.growth.ctx, p.cloud, p.imdsSettleMs);
+  if (!found?.length) return false;
+  log.info("IMDS disagrees with the node state ({found}); re-syncing with EC2", {
+    found: found.join("; "),
+  });
+  return true;
+}
+
+/** The full EC2 re-sync: subnets, the node's ENIs and addresses, leaked ENIs, egress. */
+async function resyncEc2(p: DaemonLoopParts): Promise<void> {
+  await p.subnetCache.refresh(0);
+  if (await resyncWithEc2(p.pools.growth.ctx, p.cloud)) await p.save();
+  await p.collector.collect();
+  p.syncEgress?.();
+  p.collectGarbage();
+}
+
+function sleepUnless(ms: number, stop: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const step = Math.min(ms, 200);
+    let left = ms;
+    const t = setInterval(() => {
+      left -= step;
+      if (left <= 0 || stop()) {
+        clearInterval(t);
+        resolve();
+      }
+    }, step);
+  });
+}
