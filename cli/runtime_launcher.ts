@@ -22,6 +22,7 @@
  * @module
  */
 import { VPCNI_VERSION } from "../base/version.ts";
+import { fsyncPath } from "../base/fsync.ts";
 
 /** The directory next to the launcher that holds the runtime trees. */
 export const RUNTIME_PARENT = "vpcni.d";
@@ -132,19 +133,6 @@ export interface RuntimeAction {
   path: string;
   result: "installed" | "unchanged" | "would install" | "removed";
   detail: string;
-}
-
-async function fsyncPath(path: string): Promise<void> {
-  try {
-    const f = await Deno.open(path, { read: true });
-    try {
-      await f.sync();
-    } finally {
-      f.close();
-    }
-  } catch {
-    // some filesystems refuse fsync on a directory; the rename is atomic regardless
-  }
 }
 
 /** True when `dir` holds every runtime file with the size (and runtime.json) of `src`. */

@@ -37,6 +37,43 @@ export function findPlugin(type: string, cniPath: string[]): string {
 const decoder = new TextDecoder();
 
 /**
+ * Runs the plugin executable at `path` with exactly `env` (nothing inherited), writes
+ * `stdin` to it and returns its exit code and output. A plugin that exits without reading
+ * its stdin still has its answer read. With `timeoutMs`, a plugin still running after that
+ * long is killed (SIGKILL) and its output so far returned.
+ */
+export async function runPlugin(
+  path: string,
+  env: Record<string, string>,
+  stdin: Uint8Array,
+  timeoutMs?: number,
+): Promise<Deno.CommandOutput> {
+  const child = new Deno.Command(path, {
+    env,
+    clearEnv: true,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const timer = timeoutMs === undefined
+    ? undefined
+    : setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+  try {
+    const w = child.stdin.getWriter();
+    try {
+      await w.write(stdin);
+      await w.close();
+    } catch (e) {
+      // A plugin that exits without reading its stdin still has an answer for us.
+      if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
+    }
+    return await child.output();
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * Runs the IPAM plugin for `command` and returns its stdout parsed as JSON (ADD), or
  * undefined (other verbs). The plugin gets this process's environment with the CNI
  * variables of the invocation (`cniVars`, as the runtime gave them) and `CNI_COMMAND` set to
@@ -53,22 +90,7 @@ export async function execIpamPlugin(
   const env = { ...Deno.env.toObject(), ...cniVars, CNI_COMMAND: command };
   let out: Deno.CommandOutput;
   try {
-    const child = new Deno.Command(path, {
-      env,
-      clearEnv: true,
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const w = child.stdin.getWriter();
-    try {
-      await w.write(stdin);
-      await w.close();
-    } catch (e) {
-      // A plugin that exits without reading its stdin still has an answer for us.
-      if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
-    }
-    out = await child.output();
+    out = await runPlugin(path, env, stdin);
   } catch (e) {
     throw new CniError(
       ErrorCode.IO_FAILURE,

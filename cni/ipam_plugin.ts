@@ -13,7 +13,7 @@ import type { PluginLogger } from "./log.ts";
 import { formatResult } from "./result.ts";
 import { checkStatus } from "./status.ts";
 import { requireValidAttachments } from "./gc_input.ts";
-import { hasCheck, hasGcAndStatus } from "./versions.ts";
+import { requireVerbVersion } from "./verb_version.ts";
 
 /** What an IPAM-role verb needs. */
 export interface IpamInvocation {
@@ -24,17 +24,6 @@ export interface IpamInvocation {
 
 function key(inv: IpamInvocation) {
   return { network: inv.config.name, containerId: inv.env.containerId!, ifName: inv.env.ifName! };
-}
-
-function requireVersion(config: IpamPluginConfig, verb: string, ok: boolean): void {
-  if (!ok) {
-    throw new CniError(
-      ErrorCode.INCOMPATIBLE_VERSION,
-      `incompatible CNI version: ${verb} needs a newer cniVersion than ${config.cniVersion}`,
-      `${verb} exists from cniVersion ${verb === "CHECK" ? "0.4.0" : "1.1.0"}; raise ` +
-        `cniVersion in the conflist (vpcni install --cni-version 1.1.0)`,
-    );
-  }
 }
 
 /** Runs one IPAM-role verb (not VERSION); returns the result object for ADD. */
@@ -72,7 +61,7 @@ export async function runIpamVerb(
         await client.del({ op: "del", ...key(inv) });
         return undefined;
       case "CHECK": {
-        requireVersion(config, "CHECK", hasCheck(config.cniVersion));
+        requireVerbVersion("CHECK", config.cniVersion);
         const a = await client.check({ op: "check", ...key(inv) });
         const prev = config.prevResult;
         if (prev && !prev.ips.some((ip) => ip.address.split("/")[0] === a.ip)) {
@@ -85,7 +74,7 @@ export async function runIpamVerb(
         return undefined;
       }
       case "GC":
-        requireVersion(config, "GC", hasGcAndStatus(config.cniVersion));
+        requireVerbVersion("GC", config.cniVersion);
         await client.gc({
           op: "gc",
           network: config.name,
@@ -93,7 +82,7 @@ export async function runIpamVerb(
         });
         return undefined;
       case "STATUS":
-        requireVersion(config, "STATUS", hasGcAndStatus(config.cniVersion));
+        requireVerbVersion("STATUS", config.cniVersion);
         await checkStatus(client);
         return undefined;
       default:

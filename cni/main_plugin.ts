@@ -15,8 +15,9 @@ import type { PluginLogger } from "./log.ts";
 import { type AddressSource, addressSource } from "./address_source.ts";
 import { type CniResult, formatResult, mergeDns, mergeResults } from "./result.ts";
 import { Rollback } from "./rollback.ts";
-import { hasCheck, hasGcAndStatus } from "./versions.ts";
+import { requireVerbVersion } from "./verb_version.ts";
 import { requireValidAttachments } from "./gc_input.ts";
+import { pathExists } from "../base/path_exists.ts";
 
 /** What a main-plugin verb needs. */
 export interface MainInvocation {
@@ -27,16 +28,6 @@ export interface MainInvocation {
   log: PluginLogger;
   /** The daemon was found down (cni/thin.ts): DEL goes ahead without it. */
   daemonDown?: boolean;
-}
-
-/** True when a netns path exists (a missing one means the container is gone). */
-export function netnsExists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function datapathConfig(
@@ -112,22 +103,11 @@ async function datapathStep<T>(
   }
 }
 
-function requireVersion(config: MainPluginConfig, verb: string, ok: boolean): void {
-  if (!ok) {
-    throw new CniError(
-      ErrorCode.INCOMPATIBLE_VERSION,
-      `incompatible CNI version: ${verb} needs a newer cniVersion than ${config.cniVersion}`,
-      `${verb} exists from cniVersion ${verb === "CHECK" ? "0.4.0" : "1.1.0"}; raise ` +
-        `cniVersion in the conflist (vpcni install --cni-version 1.1.0)`,
-    );
-  }
-}
-
 /** ADD: reserve, wire, answer; on any failure undo everything done so far. */
 export async function cmdAdd(inv: MainInvocation): Promise<Record<string, unknown>> {
   const { config, env, log } = inv;
   const netns = env.netns!;
-  if (!netnsExists(netns)) {
+  if (!pathExists(netns)) {
     throw new CniError(
       ErrorCode.UNKNOWN_CONTAINER,
       `container unknown: CNI_NETNS ${netns} does not exist`,
@@ -226,7 +206,7 @@ export async function cmdDel(inv: MainInvocation): Promise<void> {
       );
     }
     const address = held?.address ?? prev;
-    const netns = env.netns && netnsExists(env.netns) ? env.netns : undefined;
+    const netns = env.netns && pathExists(env.netns) ? env.netns : undefined;
     const dp = datapathConfig(config, [], held?.nodeEniMacs);
     const pod = { containerId: env.containerId!, ifName: env.ifName!, netns, address };
     const skipped = await datapathStep(
@@ -259,7 +239,7 @@ export async function cmdDel(inv: MainInvocation): Promise<void> {
 /** CHECK: prevResult must name our interface and address; the kernel and IPAM must agree. */
 export async function cmdCheck(inv: MainInvocation): Promise<void> {
   const { config, env } = inv;
-  requireVersion(config, "CHECK", hasCheck(config.cniVersion));
+  requireVerbVersion("CHECK", config.cniVersion);
   if (!config.prevResult) {
     throw new CniError(
       ErrorCode.INVALID_CONFIG,
@@ -287,7 +267,7 @@ export async function cmdCheck(inv: MainInvocation): Promise<void> {
       `invalid network configuration: prevResult has no IPv4 address on ${env.ifName}`,
     );
   }
-  if (!netnsExists(netns)) {
+  if (!pathExists(netns)) {
     throw new CniError(
       ErrorCode.UNKNOWN_CONTAINER,
       `container unknown: CNI_NETNS ${netns} does not exist`,
@@ -318,7 +298,7 @@ export async function cmdCheck(inv: MainInvocation): Promise<void> {
  * `cni.dev/valid-attachments` is required: a GC without it is malformed, not "none valid".
  */
 export async function cmdGc(inv: MainInvocation): Promise<void> {
-  requireVersion(inv.config, "GC", hasGcAndStatus(inv.config.cniVersion));
+  requireVerbVersion("GC", inv.config.cniVersion);
   const valid = requireValidAttachments(inv.config.validAttachments);
   const dp = datapathConfig(inv.config, []);
   const source = addressSource(inv.config, inv.env, inv.stdin);
@@ -353,7 +333,7 @@ export async function cmdGc(inv: MainInvocation): Promise<void> {
 
 /** STATUS: is an ADD possible right now? */
 export async function cmdStatus(inv: MainInvocation): Promise<void> {
-  requireVersion(inv.config, "STATUS", hasGcAndStatus(inv.config.cniVersion));
+  requireVerbVersion("STATUS", inv.config.cniVersion);
   const source = addressSource(inv.config, inv.env, inv.stdin);
   try {
     await source.status();

@@ -1,20 +1,14 @@
 import assert from "node:assert/strict";
 import { checkConsistency, checkDatapath } from "./checks.ts";
-import { defaultConfig, type Facts, gatherFacts } from "./facts.ts";
+import { emptyFacts, type Facts, gatherFacts } from "./facts.ts";
 import type { DatapathFindings } from "./datapath.ts";
 import { renderCheck } from "./report.ts";
+import { withDaemonDown } from "../tests/helpers/doctor_offline.ts";
 
 function daemonDownFacts(extra: Partial<Facts>): Facts {
   return {
+    ...emptyFacts({ reachable: false, healthy: false, ready: false, detail: "down" }),
     source: "checkpoint+kernel",
-    notes: [],
-    daemon: { reachable: false, healthy: false, ready: false, detail: "down" },
-    config: defaultConfig(),
-    pools: [],
-    enis: [],
-    allocations: [],
-    cooldowns: [],
-    routedUnknown: [],
     ...extra,
   };
 }
@@ -40,28 +34,13 @@ Deno.test("an unreadable checkpoint with the daemon down fails, with the way out
 });
 
 Deno.test("gatherFacts tells a corrupt checkpoint from a missing one", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "vqa-cp-" });
-  const dead = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (dead.addr as Deno.NetAddr).port;
-  dead.close();
-  const o = {
-    daemonUrl: `http://127.0.0.1:${port}`,
-    stateDir: dir,
-    conflistFile: `${dir}/none.conflist`,
-    binDir: dir,
-    imdsEndpoint: `http://127.0.0.1:${port}`,
-    kubeletConfig: `${dir}/none.yaml`,
-    timeoutMs: 200,
-  };
-  try {
+  await withDaemonDown("vqa-cp-", async (o, dir) => {
     assert.equal((await gatherFacts(o)).checkpointCorrupt, undefined);
     await Deno.writeTextFile(`${dir}/ipam-checkpoint.json`, "{bad");
     const f = await gatherFacts(o);
     assert.equal(f.checkpointCorrupt, true);
     assert.match(f.checkpointError ?? "", /ipam-checkpoint\.json cannot be used: not JSON/);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 function daemonUpFacts(extra: Partial<Facts>): Facts {

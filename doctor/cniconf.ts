@@ -7,6 +7,7 @@
  */
 import { parseConfig } from "../cni/config.ts";
 import { CniError } from "../cni/errors.ts";
+import { runPlugin } from "../cni/delegate.ts";
 import type { CheckResult } from "./report.ts";
 
 /** Files a runtime considers network configurations, as libcni does. */
@@ -27,28 +28,18 @@ async function isExecutable(path: string): Promise<boolean> {
 
 /** Runs the installed plugin's CNI VERSION command; returns the versions it speaks. */
 export async function pluginVersions(bin: string, timeoutMs: number): Promise<string[]> {
-  const child = new Deno.Command(bin, {
-    env: { CNI_COMMAND: "VERSION", PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
-    clearEnv: true,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode('{"cniVersion":"1.0.0"}'));
-  await w.close();
-  const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-  try {
-    const out = await child.output();
-    const text = new TextDecoder().decode(out.stdout).trim();
-    const parsed = JSON.parse(text) as { supportedVersions?: string[]; msg?: string };
-    if (!Array.isArray(parsed.supportedVersions)) {
-      throw new Error(parsed.msg ?? `unexpected answer ${text.slice(0, 80)}`);
-    }
-    return parsed.supportedVersions;
-  } finally {
-    clearTimeout(timer);
+  const out = await runPlugin(
+    bin,
+    { CNI_COMMAND: "VERSION", PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
+    new TextEncoder().encode('{"cniVersion":"1.0.0"}'),
+    timeoutMs,
+  );
+  const text = new TextDecoder().decode(out.stdout).trim();
+  const parsed = JSON.parse(text) as { supportedVersions?: string[]; msg?: string };
+  if (!Array.isArray(parsed.supportedVersions)) {
+    throw new Error(parsed.msg ?? `unexpected answer ${text.slice(0, 80)}`);
   }
+  return parsed.supportedVersions;
 }
 
 /** The conflist and binaries check. */

@@ -195,11 +195,12 @@ export async function readMetadata(o: DoctorOptions): Promise<NodeMetadata> {
   return await c.getNodeMetadata();
 }
 
-/** Collects the facts: from the daemon if it answers, else from disk, IMDS and kernel. */
-export async function gatherFacts(o: DoctorOptions): Promise<Facts> {
-  const notes: string[] = [];
-  const daemon = await daemonStatus(o.daemonUrl, o.timeoutMs);
-  const facts: Facts = {
+/**
+ * Facts with nothing known yet but the daemon's status: the defaults for config, no pools,
+ * ENIs or allocations, read from the daemon (`source` is changed when they are not).
+ */
+export function emptyFacts(daemon: DaemonStatus, notes: string[] = []): Facts {
+  return {
     source: "daemon",
     notes,
     daemon,
@@ -210,6 +211,13 @@ export async function gatherFacts(o: DoctorOptions): Promise<Facts> {
     cooldowns: [],
     routedUnknown: [],
   };
+}
+
+/** Collects the facts: from the daemon if it answers, else from disk, IMDS and kernel. */
+export async function gatherFacts(o: DoctorOptions): Promise<Facts> {
+  const notes: string[] = [];
+  const daemon = await daemonStatus(o.daemonUrl, o.timeoutMs);
+  const facts = emptyFacts(daemon, notes);
   const [cp, md] = await Promise.allSettled([readCheckpoint(o.stateDir), readMetadata(o)]);
   if (cp.status === "fulfilled") {
     facts.checkpoint = cp.value;

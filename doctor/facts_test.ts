@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { KNOBS } from "../ipam/knobs.ts";
 import { defaultConfig, gatherFacts } from "./facts.ts";
+import { withDaemonDown } from "../tests/helpers/doctor_offline.ts";
 
 Deno.test("doctor's config defaults are the daemon's documented ones", () => {
   const d = defaultConfig() as Record<string, unknown>;
@@ -24,21 +25,8 @@ Deno.test("doctor's config defaults are the daemon's documented ones", () => {
 });
 
 Deno.test("with the daemon down, --config is read as the daemon reads it, defaults filled", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "vqa-cfg-" });
-  const dead = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (dead.addr as Deno.NetAddr).port;
-  dead.close();
-  const o = {
-    daemonUrl: `http://127.0.0.1:${port}`,
-    stateDir: dir,
-    conflistFile: `${dir}/none.conflist`,
-    binDir: dir,
-    imdsEndpoint: `http://127.0.0.1:${port}`,
-    kubeletConfig: `${dir}/none.yaml`,
-    configFile: `${dir}/vpcni.yaml`,
-    timeoutMs: 200,
-  };
-  try {
+  await withDaemonDown("vqa-cfg-", async (down, dir) => {
+    const o = { ...down, configFile: `${dir}/vpcni.yaml` };
     await Deno.writeTextFile(o.configFile, "routeTableBase: 300\npools: [{name: a}]\n");
     const f = await gatherFacts(o);
     assert.equal(f.config.routeTableBase, 300);
@@ -53,7 +41,5 @@ Deno.test("with the daemon down, --config is read as the daemon reads it, defaul
       bad.notes.some((n) => n.includes(o.configFile) && /routeTableBsae/.test(n)),
       bad.notes.join("\n"),
     );
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });

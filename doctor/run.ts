@@ -7,6 +7,7 @@
  */
 import { parse as parseYaml } from "yaml";
 import type { Subnet } from "../aws/ec2.ts";
+import { processArgvs } from "../base/processes.ts";
 import {
   attachedEnis,
   clockOffsetSeconds,
@@ -53,18 +54,11 @@ export async function kubeletMaxPods(o: DoctorOptions): Promise<{ value?: number
   }
   let configPath = o.kubeletConfig;
   try {
-    for await (const e of Deno.readDir("/proc")) {
-      if (!/^\d+$/.test(e.name)) continue;
-      let argv: string[];
-      try {
-        argv = (await Deno.readTextFile(`/proc/${e.name}/cmdline`)).split("\0");
-      } catch {
-        continue;
-      }
+    for await (const { pid, argv } of processArgvs()) {
       if (!/(^|\/)kubelet$/.test(argv[0] ?? "")) continue;
       for (let i = 0; i < argv.length; i++) {
         const m = /^--max-pods(?:=(\d+))?$/.exec(argv[i]);
-        if (m) return { value: Number(m[1] ?? argv[i + 1]), where: `kubelet pid ${e.name}` };
+        if (m) return { value: Number(m[1] ?? argv[i + 1]), where: `kubelet pid ${pid}` };
         const c = /^--config(?:=(.+))?$/.exec(argv[i]);
         if (c) configPath = c[1] ?? argv[i + 1];
       }

@@ -15,8 +15,8 @@ import {
   RTM,
 } from "./codec.ts";
 import { afOf, type Family, familyOfAf, formatIp, parseCidr } from "./ip.ts";
-import { linkIndex, type LinkRef } from "./link.ts";
-import { checkFamily, scopeName, scopeNumber } from "./scope.ts";
+import { linkFamilyFilter, linkIndex, type LinkRef } from "./link.ts";
+import { scopeName, scopeNumber } from "./scope.ts";
 import type { NetlinkSocket } from "./socket.ts";
 import { checkIfName } from "./validate.ts";
 
@@ -120,17 +120,11 @@ export function listAddresses(
   s: NetlinkSocket,
   filter: { link?: LinkRef; family?: Family } = {},
 ): Address[] {
-  if (filter.family !== undefined) checkFamily(filter.family);
-  if (filter.link !== undefined) refCheck(filter.link);
-  const index = filter.link !== undefined ? linkIndex(s, filter.link) : undefined;
-  const af = filter.family !== undefined ? afOf(filter.family) : 0;
-  const b = new MessageBuilder(RTM.GETADDR, NLM_F_DUMP).u8(af).u8(0).u8(0).u8(0).u32(0);
+  const f = linkFamilyFilter(s, filter, refCheck);
+  const b = new MessageBuilder(RTM.GETADDR, NLM_F_DUMP).u8(f.af).u8(0).u8(0).u8(0).u32(0);
   return s.dump(b, (m) => {
     if (m.type !== RTM.NEWADDR) return undefined;
     const addr = parseAddress(m);
-    if (!addr) return undefined;
-    if (index !== undefined && addr.index !== index) return undefined;
-    if (filter.family !== undefined && addr.family !== filter.family) return undefined;
-    return addr;
+    return addr && f.keeps(addr) ? addr : undefined;
   });
 }

@@ -166,45 +166,43 @@ export class MessageBuilder {
     return this;
   }
 
+  /** Appends the header of an attribute whose `payloadLen`-byte payload follows. */
+  private attrHeader(type: number, payloadLen: number): void {
+    const at = this.reserve(4);
+    this.view.setUint16(at, 4 + payloadLen, true);
+    this.view.setUint16(at + 2, type, true);
+  }
+  /** Appends an integer attribute of `size` bytes (1, 2 or 4), padded to 4 with zeroes. */
+  private attrInt(type: number, size: number, v: number): this {
+    this.attrHeader(type, size);
+    const at = this.reserve(4); // before reading this.view: reserve may replace it
+    this.view.setUint32(at, v, true);
+    return this;
+  }
+
   /** Appends an attribute with a raw payload. */
   attr(type: number, payload: Uint8Array): this {
-    const at = this.reserve(4);
-    this.view.setUint16(at, 4 + payload.length, true);
-    this.view.setUint16(at + 2, type, true);
-    const p = this.reserve(payload.length);
-    this.buf.set(payload, p);
+    this.attrHeader(type, payload.length);
+    const at = this.reserve(payload.length); // before reading this.buf: reserve may replace it
+    this.buf.set(payload, at);
     return this.pad();
   }
   /** Appends a u8 attribute. */
   attrU8(type: number, v: number): this {
-    const at = this.reserve(8);
-    this.view.setUint16(at, 5, true);
-    this.view.setUint16(at + 2, type, true);
-    this.view.setUint32(at + 4, v & 0xff, true);
-    return this;
+    return this.attrInt(type, 1, v & 0xff);
   }
   /** Appends a u16 attribute. */
   attrU16(type: number, v: number): this {
-    const at = this.reserve(8);
-    this.view.setUint16(at, 6, true);
-    this.view.setUint16(at + 2, type, true);
-    this.view.setUint32(at + 4, v & 0xffff, true);
-    return this;
+    return this.attrInt(type, 2, v & 0xffff);
   }
   /** Appends a u32 attribute. */
   attrU32(type: number, v: number): this {
-    const at = this.reserve(8);
-    this.view.setUint16(at, 8, true);
-    this.view.setUint16(at + 2, type, true);
-    this.view.setUint32(at + 4, v >>> 0, true);
-    return this;
+    return this.attrInt(type, 4, v >>> 0);
   }
   /** Appends a NUL-terminated string attribute. */
   attrString(type: number, s: string): this {
     const b = encoder.encode(s);
-    const at = this.reserve(4);
-    this.view.setUint16(at, 4 + b.length + 1, true);
-    this.view.setUint16(at + 2, type, true);
+    this.attrHeader(type, b.length + 1);
     const p = this.reserve(b.length + 1);
     this.buf.set(b, p);
     this.buf[p + b.length] = 0;

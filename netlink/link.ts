@@ -19,8 +19,9 @@ import {
   RTM,
 } from "./codec.ts";
 import { InvalidInputError, isNotFound } from "./errors.ts";
-import { formatMac, parseMac } from "./ip.ts";
+import { afOf, type Family, formatMac, parseMac } from "./ip.ts";
 import { NetnsHandle } from "./netns.ts";
+import { checkFamily } from "./scope.ts";
 import type { NetlinkSocket } from "./socket.ts";
 import { checkIfName, checkInt, checkMtu } from "./validate.ts";
 
@@ -121,6 +122,34 @@ const OPER_STATES = [
 ];
 const IPVLAN_MODES: IpvlanMode[] = ["l2", "l3", "l3s"];
 const IPVLAN_FLAGS: IpvlanFlag[] = ["bridge", "private", "vepa"];
+
+/** A dump's filter by link and family, checked and resolved before the dump is asked for. */
+export interface LinkFamilyFilter {
+  /** The address family to ask the kernel for (0, AF_UNSPEC: both). */
+  af: number;
+  /** True when an entry on ifindex `index` of `family` passes the filter. */
+  keeps(entry: { index: number; family: Family }): boolean;
+}
+
+/**
+ * Checks `filter` (the family, then the link with `checkRef`) and resolves its link to an
+ * ifindex once, so a dump keeps only the entries of that link and family.
+ */
+export function linkFamilyFilter(
+  s: NetlinkSocket,
+  filter: { link?: LinkRef; family?: Family },
+  checkRef: (link: LinkRef) => void,
+): LinkFamilyFilter {
+  const { link, family } = filter;
+  if (family !== undefined) checkFamily(family);
+  if (link !== undefined) checkRef(link);
+  const index = link !== undefined ? linkIndex(s, link) : undefined;
+  return {
+    af: family !== undefined ? afOf(family) : 0,
+    keeps: (e) =>
+      (index === undefined || e.index === index) && (family === undefined || e.family === family),
+  };
+}
 
 /** Writes a struct ifinfomsg. */
 function ifinfomsg(b: MessageBuilder, index = 0, flags = 0, change = 0): MessageBuilder {

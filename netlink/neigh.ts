@@ -15,8 +15,7 @@ import {
 } from "./codec.ts";
 import { InvalidInputError } from "./errors.ts";
 import { afOf, type Family, familyOfAf, formatIp, formatMac, parseIp, parseMac } from "./ip.ts";
-import { linkIndex, type LinkRef } from "./link.ts";
-import { checkFamily } from "./scope.ts";
+import { linkFamilyFilter, linkIndex, type LinkRef } from "./link.ts";
 import type { NetlinkSocket } from "./socket.ts";
 import { checkIfName } from "./validate.ts";
 
@@ -126,17 +125,11 @@ export function listNeighbours(
   s: NetlinkSocket,
   filter: { link?: LinkRef; family?: Family } = {},
 ): Neighbour[] {
-  if (filter.family !== undefined) checkFamily(filter.family);
-  if (filter.link !== undefined) checkLink(filter.link);
-  const index = filter.link !== undefined ? linkIndex(s, filter.link) : undefined;
-  const af = filter.family !== undefined ? afOf(filter.family) : 0;
-  const b = neighRequest(RTM.GETNEIGH, NLM_F_DUMP, af, 0, 0);
+  const f = linkFamilyFilter(s, filter, checkLink);
+  const b = neighRequest(RTM.GETNEIGH, NLM_F_DUMP, f.af, 0, 0);
   return s.dump(b, (m) => {
     if (m.type !== RTM.NEWNEIGH) return undefined;
     const n = parseNeighbour(m);
-    if (!n) return undefined;
-    if (index !== undefined && n.index !== index) return undefined;
-    if (filter.family !== undefined && n.family !== filter.family) return undefined;
-    return n;
+    return n && f.keeps(n) ? n : undefined;
   });
 }

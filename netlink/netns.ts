@@ -11,6 +11,7 @@
 
 import { CLONE_NEWNET, cString, errno, libc, O_CLOEXEC, O_RDONLY } from "../base/libc.ts";
 import { lastError } from "./errors.ts";
+import { OwnedFd } from "./owned_fd.ts";
 import { checkNetnsPath } from "./validate.ts";
 
 /** The thread's own netns, opened once; the bottom of the stack below. */
@@ -94,15 +95,12 @@ export function netnsExists(path: string): boolean {
 }
 
 /** An open netns file descriptor, e.g. for IFLA_NET_NS_FD. Close it when done. */
-export class NetnsHandle {
-  /** The open file descriptor. */
-  readonly fd: number;
+export class NetnsHandle extends OwnedFd {
   /** The path it was opened from. */
   readonly path: string;
-  private closed = false;
 
   private constructor(fd: number, path: string) {
-    this.fd = fd;
+    super(fd);
     this.path = path;
   }
 
@@ -110,18 +108,6 @@ export class NetnsHandle {
   static open(path: string): NetnsHandle {
     checkNetnsPath(path);
     return new NetnsHandle(openNetnsFd(path), path);
-  }
-
-  /** Closes the descriptor (idempotent). */
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    libc().close(this.fd);
-  }
-
-  /** Closes on `using`. */
-  [Symbol.dispose](): void {
-    this.close();
   }
 }
 

@@ -36,6 +36,7 @@ import {
 } from "./codec.ts";
 import { errorFromErrno, lastError, NetlinkError } from "./errors.ts";
 import { inNetns } from "./netns.ts";
+import { OwnedFd } from "./owned_fd.ts";
 import { concatBytes } from "../base/bytes.ts";
 
 /** The kernel never sends a netlink datagram larger than 32 KiB to us; leave room. */
@@ -141,14 +142,11 @@ export interface BatchRequest {
 }
 
 /** A netlink socket (NETLINK_ROUTE unless opened for another protocol) in the netns where it was opened. */
-export class NetlinkSocket {
-  /** The socket's file descriptor. */
-  readonly fd: number;
+export class NetlinkSocket extends OwnedFd {
   private seq: number;
-  private closed = false;
 
   private constructor(fd: number) {
-    this.fd = fd;
+    super(fd);
     this.seq = (Date.now() & 0x7fffffff) >>> 0;
   }
 
@@ -178,18 +176,6 @@ export class NetlinkSocket {
   /** Opens a socket inside the netns at `netnsPath` (the thread returns to its own). */
   static openIn(netnsPath: string, protocol: number = NETLINK_ROUTE): NetlinkSocket {
     return inNetns(netnsPath, () => NetlinkSocket.open(protocol));
-  }
-
-  /** Closes the socket (idempotent). */
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    libc().close(this.fd);
-  }
-
-  /** Closes on `using`. */
-  [Symbol.dispose](): void {
-    this.close();
   }
 
   /** The next sequence number (never 0). */

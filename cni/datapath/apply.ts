@@ -84,6 +84,15 @@ export function applyPlan(plan: Plan, s: Sockets): void {
   }
 }
 
+/**
+ * Queues the removal of the link `name` just made on `sock`. By index: the pod end may be
+ * renamed by a later step, and an undo by name would then miss it.
+ */
+function undoLinkByIndex(sock: NetlinkSocket, name: string, undo: (() => void)[]): void {
+  const index = getLink(sock, name).index;
+  undo.push(() => deleteLink(sock, index));
+}
+
 function runStep(
   step: Step,
   s: Sockets,
@@ -98,9 +107,8 @@ function runStep(
         peerNetns: s.netns,
         mtu: step.mtu,
       });
-      // By index: the pod end may be renamed later; deleting one end removes both.
-      const index = getLink(s.host, step.hostName).index;
-      undo.push(() => deleteLink(s.host, index));
+      // Deleting one end of a veth removes both.
+      undoLinkByIndex(s.host, step.hostName, undo);
       return;
     }
     case "ipvlan": {
@@ -111,8 +119,7 @@ function runStep(
         netns: s.netns,
         mtu: step.mtu,
       });
-      const index = getLink(s.pod, step.podName).index;
-      undo.push(() => deleteLink(s.pod, index));
+      undoLinkByIndex(s.pod, step.podName, undo);
       return;
     }
     case "rename":

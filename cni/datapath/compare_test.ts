@@ -2,31 +2,16 @@ import assert from "node:assert/strict";
 import type { Link } from "../../netlink/mod.ts";
 import { compareEni, comparePod, podSysctlKeys } from "./compare.ts";
 import { type Plan, planAttachment } from "./plan.ts";
-import type { DatapathConfig, DatapathEni, PodAttachment } from "./types.ts";
+import type { DatapathConfig, DatapathEni } from "./types.ts";
+import { podAttachment, secondaryEni, VETH_CFG } from "../../tests/helpers/datapath_node.ts";
 import type { KernelView, NetnsView } from "./view.ts";
 
-const ENI: DatapathEni = {
-  id: "eni-1",
-  mac: "02:00:00:00:01:00",
-  deviceIndex: 1,
-  primary: false,
-  subnetId: "subnet-b",
-  subnetCidr: "10.0.1.0/24",
-  gateway: "10.0.1.1",
-  routeTable: 101,
-};
-const POD: PodAttachment = {
-  containerId: "c1",
-  ifName: "eth0",
-  netns: "/run/netns/p",
-  address: { ip: "10.0.1.20", prefixLen: 24, gateway: "10.0.1.1", eni: ENI },
-};
+const ENI: DatapathEni = { ...secondaryEni("02:00:00:00:01:00"), routeTable: 101 };
+const POD = podAttachment("c1", "/run/netns/p", ENI);
 const cfg = (kind: DatapathConfig["kind"]): DatapathConfig => ({
+  ...VETH_CFG,
   kind,
-  mtu: 9001,
-  serviceCidrs: [],
   nodeIps: ["10.0.0.10"],
-  hostVethPrefix: "vpc",
 });
 
 /** The host and pod as a complete ADD of `kind` leaves them (an ENI on eth1, index 3). */
@@ -169,7 +154,7 @@ Deno.test("compare: the ENI's link missing is named once, by the pod; the ENI's 
   };
   assert.ok(
     texts(gone, "veth").includes(
-      "host: no link has MAC 02:00:00:00:01:00; is eni-1 attached to this instance?",
+      "host: no link has MAC 02:00:00:00:01:00; is eni-01 attached to this instance?",
     ),
   );
   assert.deepEqual(compareEni(cfg("veth"), ENI, gone.host), []);

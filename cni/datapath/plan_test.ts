@@ -1,29 +1,15 @@
 import assert from "node:assert/strict";
 import { describeRoute, describeRule, planAttachment, type Step } from "./plan.ts";
-import type { DatapathConfig, EniInfo, PodAttachment } from "./types.ts";
+import type { DatapathConfig } from "./types.ts";
+import { podAttachment, secondaryEni, VETH_CFG } from "../../tests/helpers/datapath_node.ts";
 
-const ENI1: EniInfo = {
-  id: "eni-1",
-  mac: "02:00:00:00:01:00",
-  deviceIndex: 1,
-  primary: false,
-  subnetId: "subnet-b",
-  subnetCidr: "10.0.1.0/24",
-  gateway: "10.0.1.1",
-  routeTable: 0,
-};
-const POD: PodAttachment = {
-  containerId: "c1",
-  ifName: "eth0",
-  netns: "/run/netns/p",
-  address: { ip: "10.0.1.20", prefixLen: 24, gateway: "10.0.1.1", eni: ENI1 },
-};
+const ENI1 = secondaryEni("02:00:00:00:01:00");
+const POD = podAttachment("c1", "/run/netns/p", ENI1);
 const cfg = (kind: DatapathConfig["kind"]): DatapathConfig => ({
+  ...VETH_CFG,
   kind,
-  mtu: 9001,
   serviceCidrs: ["10.96.0.1/12"],
   nodeIps: ["10.0.0.10", "10.0.0.10"],
-  hostVethPrefix: "vpc",
 });
 const rules = (steps: Step[]) =>
   steps.flatMap((s) => (s.op === "rule" ? [describeRule(s.rule)] : []));

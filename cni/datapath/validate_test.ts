@@ -1,21 +1,12 @@
 import assert from "node:assert/strict";
 import { DatapathInputError } from "./errors.ts";
 import type { DatapathConfig, PodAttachment } from "./types.ts";
+import { podAttachment, secondaryEni, VETH_CFG } from "../../tests/helpers/datapath_node.ts";
 import { validateAttachment, validateConfig, validateDetachment } from "./validate.ts";
 
-const CFG: DatapathConfig = {
-  kind: "veth",
-  mtu: 9001,
-  serviceCidrs: [],
-  nodeIps: [],
-  hostVethPrefix: "vpc",
-};
-const POD: PodAttachment = {
-  containerId: "abc",
-  ifName: "eth0",
-  netns: "/run/netns/x",
-  address: { ip: "10.0.1.5", prefixLen: 24, gateway: "10.0.1.1" },
-};
+const CFG = VETH_CFG;
+/** Pod 0's attachment without an ENI: 10.0.1.20/24, gateway 10.0.1.1. */
+const POD = podAttachment("abc", "/run/netns/x");
 
 Deno.test("validateConfig names the bad field", () => {
   const cases: [Partial<DatapathConfig>, RegExp][] = [
@@ -40,16 +31,7 @@ Deno.test("validateConfig names the bad field", () => {
 });
 
 Deno.test("validateAttachment names the bad field", () => {
-  const eni = {
-    id: "eni-1",
-    mac: "02:00:00:00:01:00",
-    deviceIndex: 1,
-    primary: false,
-    subnetId: "s",
-    subnetCidr: "10.0.1.0/24",
-    gateway: "10.0.1.1",
-    routeTable: 0,
-  };
+  const eni = secondaryEni("02:00:00:00:01:00");
   const cases: [PodAttachment, RegExp][] = [
     [{ ...POD, containerId: "" }, /containerId/],
     [{ ...POD, containerId: "a/b" }, /containerId/],
@@ -58,7 +40,7 @@ Deno.test("validateAttachment names the bad field", () => {
     [{ ...POD, netns: "relative/ns" }, /netns .* absolute path/],
     [{ ...POD, address: { ...POD.address, ip: "10.0.1" } }, /address\.ip/],
     [{ ...POD, address: { ...POD.address, prefixLen: 33 } }, /prefixLen/],
-    [{ ...POD, address: { ...POD.address, gateway: "10.0.1.5" } }, /equals the pod address/],
+    [{ ...POD, address: { ...POD.address, gateway: "10.0.1.20" } }, /equals the pod address/],
     [{ ...POD, address: { ...POD.address, eni: { ...eni, mac: "02:00:00:00:01" } } }, /eni\.mac/],
     [
       { ...POD, address: { ...POD.address, eni: { ...eni, subnetCidr: "10.0.2.0/24" } } },

@@ -35,6 +35,24 @@ export function secondaryEni(mac: string): EniInfo {
   };
 }
 
+/**
+ * Pod `i`'s attachment on `eni`: interface `eth0` in `netns`, address 10.0.1.<20+i>/24 with
+ * the subnet's gateway 10.0.1.1.
+ */
+export function podAttachment(
+  containerId: string,
+  netns: string,
+  eni?: EniInfo,
+  i = 0,
+): PodAttachment {
+  return {
+    containerId,
+    ifName: "eth0",
+    netns,
+    address: { ip: `10.0.1.${20 + i}`, prefixLen: 24, gateway: "10.0.1.1", eni },
+  };
+}
+
 /** Fails the test with a clear message unless it runs as root. */
 export function requireDatapathRoot(): void {
   assert.ok(isRoot(), "the datapath tests need root (they create network namespaces)");
@@ -84,12 +102,11 @@ export async function withEniNode(
     }
     await addEniLink(node, opts.eni, opts.eniMtu);
     await sh(["ip", "link", "set", "wire1", "up"], { netns: node.name });
-    await fn(node, made, (i) => ({
-      containerId: `ctr-${made[i].name}`,
-      ifName: "eth0",
-      netns: made[i].path,
-      address: { ip: `10.0.1.${20 + i}`, prefixLen: 24, gateway: "10.0.1.1", eni: opts.eni },
-    }));
+    await fn(
+      node,
+      made,
+      (i) => podAttachment(`ctr-${made[i].name}`, made[i].path, opts.eni, i),
+    );
   } finally {
     for (const p of made) await deleteNetns(p.name);
     await deleteNetns(node.name);

@@ -20,7 +20,8 @@ import { inNetns } from "../../netlink/netns.ts";
 import { buildOciImage, type OciImage } from "../../tools/runtime/oci_image.ts";
 import { cgroupHierarchies } from "./cgroup_mounts.ts";
 import { containerdConfig } from "./containerd_config.ts";
-import { pathExists } from "./path_exists.ts";
+import { pathExists } from "../../base/path_exists.ts";
+import { processArgvs } from "../../base/processes.ts";
 import { PEERS_BIN } from "./peers.ts";
 import { stopChild } from "./stop_child.ts";
 
@@ -348,17 +349,10 @@ export class Containerd {
 /** PIDs of containerd-shim-runc-v2 processes started for the containerd at `socket`. */
 export async function shimsOf(socket: string): Promise<number[]> {
   const pids: number[] = [];
-  for await (const e of Deno.readDir("/proc")) {
-    if (!/^\d+$/.test(e.name)) continue;
-    let argv: string[];
-    try {
-      argv = (await Deno.readTextFile(`/proc/${e.name}/cmdline`)).split("\0");
-    } catch {
-      continue;
-    }
+  for await (const { pid, argv } of processArgvs()) {
     if (!argv[0]?.endsWith("containerd-shim-runc-v2")) continue;
     const i = argv.indexOf("-address");
-    if (i >= 0 && argv[i + 1] === socket) pids.push(Number(e.name));
+    if (i >= 0 && argv[i + 1] === socket) pids.push(pid);
   }
   return pids;
 }

@@ -9,7 +9,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { pathExists } from "../helpers/path_exists.ts";
+import { pathExists } from "../../base/path_exists.ts";
 import { run, sh } from "../helpers/sh.ts";
 import { buildImage, imageRuntime, otherRelease, withoutHostDeno } from "../helpers/image_tree.ts";
 import { type RuntimeNode, startRuntimeNode } from "../helpers/runtime_node.ts";

@@ -1,5 +1,6 @@
 /**
- * Whether a path exists, for tests that wait for a process or a file to come or go.
+ * Whether a path exists, for code that reads a missing file or netns as an answer rather
+ * than an error.
  *
  * @module
  */
