@@ -55,7 +55,10 @@ Deno.test("install writes an executable plugin and the conflist, then reports un
     }
     const first = await vpcni(args);
     assert.equal(first.code, 0, first.stderr);
-    assert.match(first.stdout, /binary .*\/vpcni: installed\s+\(launcher script/);
+    // With a C compiler here the launcher is a static program: no shell starts per pod.
+    assert.match(first.stdout, /binary .*\/vpcni: installed\s+\(launcher program/);
+    const head = (await Deno.readFile(`${bin}/vpcni`)).subarray(0, 4);
+    assert.deepEqual([...head], [0x7f, 0x45, 0x4c, 0x46], "an ELF executable, not a script");
     // Only the paths themselves may be longer than a terminal (the temp dirs here, a deep
     // checkout); the details go under them, wrapped, and a long path gets a line of its own.
     for (const l of first.stdout.split("\n")) {
@@ -218,6 +221,26 @@ Deno.test("install takes the datapath and socket from the daemon config, or a co
     assert.equal(foreign.code, 2);
     assert.match(foreign.stderr, /no plugin of type "vpcni"/);
     assert.equal(JSON.parse(await Deno.readTextFile(conf)).plugins[0].datapath, "veth");
+  });
+});
+
+Deno.test("without a C compiler, install writes a /bin/sh launcher that runs the same", async () => {
+  await withDirs(async ({ root, bin }) => {
+    const r = await vpcni(["install", "--bin-dir", bin, "--skip-conflist"], {
+      CC: `${root}/no-such-cc`,
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /binary .*\/vpcni: installed\s+\(launcher script/);
+    assert.match(await Deno.readTextFile(`${bin}/vpcni`), /^#!\/bin\/sh\n/);
+    const v = await run(["env", "-i", `${bin}/vpcni`, "version", "--json"], { cwd: root });
+    assert.equal(v.code, 0, v.stderr);
+    assert.equal(JSON.parse(v.stdout).deno, Deno.version.deno);
+    const cni = await run(["env", "-i", "CNI_COMMAND=VERSION", `${bin}/vpcni`], {
+      cwd: root,
+      stdin: '{"cniVersion":"1.0.0"}',
+    });
+    assert.equal(cni.code, 0, cni.stderr);
+    assert.equal(JSON.parse(cni.stdout).cniVersion, "1.0.0");
   });
 });
 
