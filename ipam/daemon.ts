@@ -289,9 +289,10 @@ async function startLocked(
   if (kubelet) pools.poolsOfPod = (ns, name) => kubelet.poolsOfPod(ns, name);
 
   let ready = false;
-  // The first CNI worker starts now, so the first pod's ADD does not wait for it.
+  // CNI workers start on demand and stop when idle; cniWorkerIdleSeconds 0 keeps one warm.
   const cni = o.headless ? undefined : new CniService((body) => answerRaw(pools, body), {
-    warm: true,
+    warm: cfg.cniWorkerIdleSeconds === 0,
+    idleMs: (cfg.cniWorkerIdleSeconds || 60) * 1000,
     netns: cfg.nodeNetns,
   });
   // Each ENI's host side is set up once, here for those attached already; the loop below
