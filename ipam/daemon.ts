@@ -289,7 +289,7 @@ async function startLocked(
   if (kubelet) pools.poolsOfPod = (ns, name) => kubelet.poolsOfPod(ns, name);
 
   let ready = false;
-  // CNI workers start on demand and stop when idle; cniWorkerIdleSeconds 0 keeps one warm.
+  // cniWorkerIdleSeconds 0: the first CNI worker starts now and stays, so no pod waits for it.
   const cni = o.headless ? undefined : new CniService((body) => answerRaw(pools, body), {
     warm: cfg.cniWorkerIdleSeconds === 0,
     idleMs: (cfg.cniWorkerIdleSeconds || 60) * 1000,

@@ -11,7 +11,8 @@
  * (`NAME=value,NAME2=value`) is passed to every daemon run (e.g. `MALLOC_ARENA_MAX=2`);
  * VPCNI_PROBE_CONFIG (JSON) is merged into the daemon's configuration (e.g.
  * `{"cniWorkerIdleSeconds":0}`); VPCNI_PROBE_IDLE_SECONDS (default 5) is the idle wait after
- * the churn.
+ * the churn; VPCNI_PROBE_WRAPPER is a command the daemon's argv is handed to (it ends by
+ * exec'ing it, or another form of the program, such as the image's bundle).
  *
  * @module
  */
@@ -32,6 +33,7 @@ const EXTRA_CONFIG = JSON.parse(Deno.env.get("VPCNI_PROBE_CONFIG") ?? "{}") as R
   string,
   unknown
 >;
+const WRAPPER = (Deno.env.get("VPCNI_PROBE_WRAPPER") ?? "").split(" ").filter(Boolean);
 const IDLE_SECONDS = Number(Deno.env.get("VPCNI_PROBE_IDLE_SECONDS") ?? 5);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mib = (kib: number) => (kib / 1024).toFixed(1);
@@ -61,7 +63,7 @@ async function runOnce(flags: string): Promise<Sample> {
     const d = spawnDaemon(root, config, port, {
       ...EXTRA_ENV,
       ...(flags ? { DENO_V8_FLAGS: flags } : {}),
-    });
+    }, WRAPPER);
     const client = ipamClient(`${root}/ipam.sock`);
     try {
       await d.ready(60_000);

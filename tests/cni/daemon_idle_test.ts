@@ -1,8 +1,8 @@
 /**
- * The daemon's threads that wire pods (ipam/cni_service.ts) cost ≈ 25 MiB each, so they run
- * only while there is work: started by the first invocation, stopped after the idle time
- * (`cniWorkerIdleSeconds`), started again by the next one, which is served as before. With
- * `warm` (the knob at 0) one runs from the start and stays. Real workers running the plugin.
+ * The daemon's threads that wire pods (ipam/cni_service.ts): with `cniWorkerIdleSeconds` N > 0
+ * they run only while there is work — started by the first invocation, stopped after N s
+ * idle, started again by the next one, which is served as before. With the knob at 0 (`warm`,
+ * the default) one runs from the start and stays. Real workers running the plugin.
  */
 import assert from "node:assert/strict";
 import { CniService } from "../../ipam/cni_service.ts";
