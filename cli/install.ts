@@ -8,10 +8,11 @@
  * says "unchanged". Every flag is checked before anything is written.
  *
  * What is copied: a compiled vpcni copies itself (`Deno.execPath()`). Run from source
- * (`deno run main.ts install`) there is no single file to copy, so a small launcher script
- * is written instead that execs this Deno on this checkout with the same permissions the
+ * (`deno run main.ts install`) there is no single file to copy, so a small launcher is
+ * written instead that execs this Deno on this checkout with the same permissions the
  * compiled build has, plus the plugin bundled into one file for the CNI verbs
- * (cli/launcher.ts); the report says which it installed. The conflist is built and checked
+ * (cli/launcher.ts): a static program built with the C compiler, or a `/bin/sh` script where
+ * there is none (cli/source_launcher.ts); the report says which it installed. The conflist is built and checked
  * in cli/conflist.ts.
  *
  * @module
@@ -212,7 +213,9 @@ export async function install(f: InstallFlags): Promise<InstallReport> {
       ? `copy of ${source.from} (${source.bytes.length} bytes)`
       : source.kind === "runtime"
       ? `launcher of runtime ${source.runtime!.info.id} (${source.bytes.length} bytes)`
-      : `launcher script running ${source.from} from source, not compiled`;
+      : `launcher ${
+        source.launcherForm ?? "script"
+      } running ${source.from} from source, not compiled`;
     const old = await readIfExists(binPath);
     if (old && sameBytes(old, source.bytes)) {
       actions.push({ what: "binary", path: binPath, result: "unchanged", detail });

@@ -2,12 +2,12 @@
  * What `vpcni install` puts into the CNI bin dir: a compiled vpcni copies itself; run from
  * the image's runtime tree (the Deno runtime plus bundles, cli/runtime_launcher.ts) it puts
  * that tree and its launcher there; run from source there is no single file to copy, so it
- * writes a launcher script that runs this checkout with this Deno, plus the plugin bundled
- * into one file for the CNI verbs.
+ * writes a launcher that runs this checkout with this Deno (cli/source_launcher.ts), plus the
+ * plugin bundled into one file for the CNI verbs.
  *
  * @module
  */
-import { VPCNI_VERSION } from "../base/version.ts";
+import { buildSourceLauncher } from "./source_launcher.ts";
 import {
   RUNTIME_PARENT,
   type RuntimeTree,
@@ -42,8 +42,12 @@ export const RUNTIME_FLAGS: readonly string[] = [
   RUNTIME_V8_FLAGS,
 ];
 
-/** Permissions the from-source launcher script grants, the same as the compiled build. */
-export const LAUNCHER_FLAGS = `${RUNTIME_PERMISSIONS.join(" ")} --quiet --cached-only`;
+/** `deno run` flags of the from-source launcher: the compiled build's permissions. */
+export const LAUNCHER_FLAGS: readonly string[] = [
+  ...RUNTIME_PERMISSIONS,
+  "--quiet",
+  "--cached-only",
+];
 
 /** Where the from-source install keeps the bundled plugin: the checkout's build folder. */
 export const PLUGIN_BUNDLE_PATH: string = new URL("../dist/vpcni-plugin.js", import.meta.url)
@@ -59,6 +63,8 @@ export const PLUGIN_FULL_BUNDLE_PATH: string = new URL(
 export interface PluginSource {
   bytes: Uint8Array;
   kind: "executable" | "launcher" | "runtime";
+  /** From source: the launcher is a static program, or a `/bin/sh` script (no C compiler). */
+  launcherForm?: "program" | "script";
   from: string;
   /** From the image's runtime tree: the tree to put next to the launcher first. */
   runtime?: RuntimeTree;
@@ -81,8 +87,8 @@ export class BundleError extends Error {
 /**
  * The file to install as `vpcni`: the compiled executable itself; run from the image's
  * runtime tree, the launcher stamped for that tree (and the tree, to put beside it); or,
- * when running from source, a launcher script (kubelet runs plugins from another directory and with a bare
- * environment, so the config file, the Deno cache and the bundle are named explicitly).
+ * when running from source, a launcher (kubelet runs plugins from another directory and with a
+ * bare environment, so the config file, the Deno cache and the bundle are named explicitly).
  */
 export async function pluginSource(): Promise<PluginSource> {
   if (Deno.build.standalone) {
@@ -101,24 +107,16 @@ export async function pluginSource(): Promise<PluginSource> {
   const config = new URL("../deno.json", import.meta.url).pathname;
   const denoDir = Deno.env.get("DENO_DIR") ??
     `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME") ?? "/root"}/.cache`}/deno`;
-  const deno = Deno.execPath();
-  const script = [
-    "#!/bin/sh",
-    `# vpcni ${VPCNI_VERSION} launcher, written by 'vpcni install' run from source.`,
-    "# A compiled vpcni (deno task compile) installs itself here instead of this script.",
-    "# CNI verbs run the plugin as bundled at install time (run the install again after",
-    "# changing the checkout); everything else runs the checkout's main.ts.",
-    'if [ -n "${CNI_COMMAND+set}" ]; then',
-    `  DENO_DIR='${denoDir}' exec '${deno}' run ${LAUNCHER_FLAGS} \\`,
-    `    --no-config '${PLUGIN_BUNDLE_PATH}' "$@"`,
-    "fi",
-    `DENO_DIR='${denoDir}' exec '${deno}' run ${LAUNCHER_FLAGS} \\`,
-    `  --config '${config}' '${main}' "$@"`,
-    "",
-  ].join("\n");
+  const launcher = await buildSourceLauncher({
+    deno: Deno.execPath(),
+    denoDir,
+    cniArgs: ["run", ...LAUNCHER_FLAGS, "--no-config", PLUGIN_BUNDLE_PATH],
+    cliArgs: ["run", ...LAUNCHER_FLAGS, "--config", config, main],
+  });
   return {
-    bytes: new TextEncoder().encode(script),
+    bytes: launcher.bytes,
     kind: "launcher",
+    launcherForm: launcher.form,
     from: main,
     bundles: [
       {

@@ -9,8 +9,11 @@
  * - Invocations run on workers, never on the daemon's thread: netlink calls are synchronous
  *   and a pod's netns is entered by the calling thread, so the daemon's thread keeps serving
  *   reservations and the warm loop however long an ADD takes. Up to `maxWorkers` run at once
- *   (a long ADD holds one worker; others serve the rest); more wait in order. Workers beyond
- *   the first are started on demand and stopped after a minute idle.
+ *   (a long ADD holds one worker; others serve the rest); more wait in order. Workers are
+ *   started on demand and stopped after `idleMs` idle, unless `warm` keeps the first one
+ *   running from the start, so no pod waits ≈ 70 ms for it to start. (Measured here: the
+ *   first worker adds ≈ 12 MiB to the process's RSS, and stopping it gives back only ≈ 2–3
+ *   MiB: the rest stays with the process; later workers reuse it.)
  *
  * @module
  */
@@ -45,9 +48,12 @@ export type IpamAnswerer = (body: string) => Promise<IpamResponse>;
 export interface CniServiceOptions {
   /** Invocations run at once at most (default 3). */
   maxWorkers?: number;
-  /** Start the first worker now rather than at the first request (default false). */
+  /**
+   * Start the first worker now and keep it running, rather than start it at the first
+   * request and stop it when idle (default false).
+   */
   warm?: boolean;
-  /** How long an extra worker may stay idle before it is stopped (default 60 s). */
+  /** How long a worker may stay idle before it is stopped (default 60 s). */
   idleMs?: number;
   /**
    * The netns the workers act from, when the node's is not the daemon's own: a test's node
@@ -77,6 +83,7 @@ export class CniService {
   #nextId = 1;
   #closed = false;
   #netns?: string;
+  #warm: boolean;
 
   /** Makes the service; `answer` serves the plugin's reservation requests. */
   constructor(answer: IpamAnswerer, opts: CniServiceOptions = {}) {
@@ -84,7 +91,8 @@ export class CniService {
     this.#max = Math.max(1, opts.maxWorkers ?? 3);
     this.#idleMs = opts.idleMs ?? 60_000;
     this.#netns = opts.netns;
-    if (opts.warm) this.#slots.push(this.#spawn());
+    this.#warm = opts.warm ?? false;
+    if (this.#warm) this.#slots.push(this.#spawn());
   }
 
   /** Workers running now (for tests and the metrics). */
@@ -201,12 +209,14 @@ export class CniService {
     const next = this.#waiting.shift();
     if (next) return next(slot);
     slot.busy = false;
-    if (this.#slots[0] !== slot) {
+    if (!this.#warm || this.#slots[0] !== slot) {
       slot.idleTimer = setTimeout(() => {
         if (slot.busy) return;
         slot.worker.terminate();
         this.#slots = this.#slots.filter((s) => s !== slot);
       }, this.#idleMs);
+      // An idle worker's timer alone does not keep a process alive.
+      Deno.unrefTimer(slot.idleTimer);
     }
   }
 

@@ -158,6 +158,7 @@ export const configSchema = z.object({
   podResourcesSocket: z.string().startsWith("/").default(DEFAULT_POD_RESOURCES_SOCKET),
   // The netns pods are wired from, when the daemon runs outside it (ipam/cni_service.ts).
   nodeNetns: z.string().startsWith("/").optional(),
+  cniWorkerIdleSeconds: z.number().nonnegative().max(86_400).default(0),
   pools: z.array(poolSchema).min(1).default([{
     name: "default",
     subnets: "node",

@@ -346,7 +346,12 @@ function startCniService(
   o: StartOptions,
 ): CniService | undefined {
   if (o.headless) return undefined;
-  return new CniService((body) => answerRaw(pools, body), { warm: true, netns: cfg.nodeNetns });
+  // cniWorkerIdleSeconds 0: the first CNI worker starts now and stays, so no pod waits for it.
+  return new CniService((body) => answerRaw(pools, body), {
+    warm: cfg.cniWorkerIdleSeconds === 0,
+    idleMs: (cfg.cniWorkerIdleSeconds || 60) * 1000,
+    netns: cfg.nodeNetns,
+  });
 }
 
 /**

@@ -8,7 +8,11 @@
  *
  * Usage: `deno run -A bench/ipam/rss_probe.ts [FLAGS …]` where each FLAGS is a comma-separated
  * V8 flag list ("" for none); VPCNI_PROBE_PAIRS, VPCNI_PROBE_RATE; VPCNI_PROBE_ENV
- * (`NAME=value,NAME2=value`) is passed to every daemon run (e.g. `MALLOC_ARENA_MAX=2`).
+ * (`NAME=value,NAME2=value`) is passed to every daemon run (e.g. `MALLOC_ARENA_MAX=2`);
+ * VPCNI_PROBE_CONFIG (JSON) is merged into the daemon's configuration (e.g.
+ * `{"cniWorkerIdleSeconds":0}`); VPCNI_PROBE_IDLE_SECONDS (default 5) is the idle wait after
+ * the churn; VPCNI_PROBE_WRAPPER is a command the daemon's argv is handed to (it ends by
+ * exec'ing it, or another form of the program, such as the image's bundle).
  *
  * @module
  */
@@ -25,6 +29,12 @@ const EXTRA_ENV: Record<string, string> = Object.fromEntries(
     return [kv.slice(0, i), kv.slice(i + 1)];
   }),
 );
+const EXTRA_CONFIG = JSON.parse(Deno.env.get("VPCNI_PROBE_CONFIG") ?? "{}") as Record<
+  string,
+  unknown
+>;
+const WRAPPER = (Deno.env.get("VPCNI_PROBE_WRAPPER") ?? "").split(" ").filter(Boolean);
+const IDLE_SECONDS = Number(Deno.env.get("VPCNI_PROBE_IDLE_SECONDS") ?? 5);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mib = (kib: number) => (kib / 1024).toFixed(1);
 
@@ -48,11 +58,12 @@ async function runOnce(flags: string): Promise<Sample> {
       ec2ResyncSeconds: 6,
       leakedEniGraceSeconds: 30,
       pools: [{ name: "default", ipCooldownSeconds: 3 }],
+      ...EXTRA_CONFIG,
     });
     const d = spawnDaemon(root, config, port, {
       ...EXTRA_ENV,
       ...(flags ? { DENO_V8_FLAGS: flags } : {}),
-    });
+    }, WRAPPER);
     const client = ipamClient(`${root}/ipam.sock`);
     try {
       await d.ready(60_000);
@@ -81,7 +92,7 @@ async function runOnce(flags: string): Promise<Sample> {
         if (wait > 0) await sleep(wait);
       }
       const churned = d.rssKib();
-      await sleep(5000);
+      await sleep(IDLE_SECONDS * 1000);
       const idle = d.rssKib();
       const m = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       const heapUsed = Number(
@@ -101,9 +112,11 @@ async function runOnce(flags: string): Promise<Sample> {
 console.log(
   `${PAIRS} ADD/DEL pairs at ${RATE}/s; MiB; second of two runs per flag set; env ${
     JSON.stringify(EXTRA_ENV)
-  }`,
+  }; config ${JSON.stringify(EXTRA_CONFIG)}`,
 );
-console.log("| V8 flags | RSS at ready | RSS after churn | RSS idle 5 s later | heap used |");
+console.log(
+  `| V8 flags | RSS at ready | RSS after churn | RSS idle ${IDLE_SECONDS} s later | heap used |`,
+);
 console.log("|---|---|---|---|---|");
 for (const flags of FLAG_SETS) {
   await runOnce(flags);

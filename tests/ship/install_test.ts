@@ -10,6 +10,8 @@ import { run } from "../helpers/sh.ts";
 import { wrapDetail } from "../../cli/install.ts";
 import { PEERS_BIN } from "../helpers/peers.ts";
 import { containerdNewestCni, parseContainerdVersion } from "../../cli/runtime_cni.ts";
+import { LAUNCHER_FLAGS } from "../../cli/launcher.ts";
+import { buildSourceLauncher } from "../../cli/source_launcher.ts";
 
 const repo = new URL("../..", import.meta.url).pathname;
 const main = `${repo}main.ts`;
@@ -55,7 +57,10 @@ Deno.test("install writes an executable plugin and the conflist, then reports un
     }
     const first = await vpcni(args);
     assert.equal(first.code, 0, first.stderr);
-    assert.match(first.stdout, /binary .*\/vpcni: installed\s+\(launcher script/);
+    // With a C compiler here the launcher is a static program: no shell starts per pod.
+    assert.match(first.stdout, /binary .*\/vpcni: installed\s+\(launcher program/);
+    const head = (await Deno.readFile(`${bin}/vpcni`)).subarray(0, 4);
+    assert.deepEqual([...head], [0x7f, 0x45, 0x4c, 0x46], "an ELF executable, not a script");
     // Only the paths themselves may be longer than a terminal (the temp dirs here, a deep
     // checkout); the details go under them, wrapped, and a long path gets a line of its own.
     for (const l of first.stdout.split("\n")) {
@@ -219,6 +224,63 @@ Deno.test("install takes the datapath and socket from the daemon config, or a co
     assert.match(foreign.stderr, /no plugin of type "vpcni"/);
     assert.equal(JSON.parse(await Deno.readTextFile(conf)).plugins[0].datapath, "veth");
   });
+});
+
+Deno.test("without a C compiler, install writes a /bin/sh launcher that runs the same", async () => {
+  await withDirs(async ({ root, bin }) => {
+    const r = await vpcni(["install", "--bin-dir", bin, "--skip-conflist"], {
+      CC: `${root}/no-such-cc`,
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /binary .*\/vpcni: installed\s+\(launcher script/);
+    assert.match(await Deno.readTextFile(`${bin}/vpcni`), /^#!\/bin\/sh\n/);
+    const v = await run(["env", "-i", `${bin}/vpcni`, "version", "--json"], { cwd: root });
+    assert.equal(v.code, 0, v.stderr);
+    assert.equal(JSON.parse(v.stdout).deno, Deno.version.deno);
+    const cni = await run(["env", "-i", "CNI_COMMAND=VERSION", `${bin}/vpcni`], {
+      cwd: root,
+      stdin: '{"cniVersion":"1.0.0"}',
+    });
+    assert.equal(cni.code, 0, cni.stderr);
+    assert.equal(JSON.parse(cni.stdout).cniVersion, "1.0.0");
+  });
+});
+
+Deno.test("the launcher built on the C library runs the plugin and the CLI as the bare one does", async () => {
+  const root = await Deno.makeTempDir({ prefix: "vdr-launcher-" });
+  try {
+    const launch = {
+      deno: Deno.execPath(),
+      denoDir: Deno.env.get("DENO_DIR") ?? `${Deno.env.get("HOME") ?? "/root"}/.cache/deno`,
+      // main.ts serves CNI verbs too (the install's bundles may not be built yet).
+      cniArgs: ["run", ...LAUNCHER_FLAGS, "--config", `${repo}deno.json`, main],
+      cliArgs: ["run", ...LAUNCHER_FLAGS, "--config", `${repo}deno.json`, main],
+    };
+    for (const bare of [false, true]) {
+      const built = await buildSourceLauncher(launch, { bare });
+      assert.equal(built.form, "program");
+      const path = `${root}/vpcni-${bare ? "bare" : "libc"}`;
+      await Deno.writeFile(path, built.bytes, { mode: 0o755 });
+      const cni = await run(["env", "-i", "CNI_COMMAND=VERSION", path], {
+        cwd: root,
+        stdin: '{"cniVersion":"0.4.0"}',
+      });
+      assert.equal(cni.code, 0, cni.stderr);
+      assert.equal(JSON.parse(cni.stdout).cniVersion, "0.4.0");
+      const v = await run(["env", "-i", path, "version", "--json"], { cwd: root });
+      assert.equal(v.code, 0, v.stderr);
+      assert.equal(JSON.parse(v.stdout).deno, Deno.version.deno);
+      // A Deno that is gone: the CNI error JSON, exit 127.
+      const gone = await buildSourceLauncher({ ...launch, deno: `${root}/no-deno` }, { bare });
+      await Deno.writeFile(path, gone.bytes, { mode: 0o755 });
+      const broken = await run(["env", "-i", "CNI_COMMAND=ADD", path], { cwd: root, stdin: "{}" });
+      assert.equal(broken.code, 127);
+      assert.equal(JSON.parse(broken.stdout).code, 999);
+      assert.match(JSON.parse(broken.stdout).msg, /cannot run .*no-deno.*run vpcni install again/);
+    }
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
 });
 
 Deno.test("install's long details wrap at 80 columns, and only a path longer than a line overflows", () => {
