@@ -29,6 +29,7 @@ import {
   resolveConflist,
 } from "./conflist.ts";
 import { SUPPORTED_CNI_VERSIONS } from "../cni/versions.ts";
+import { writeFileAtomic } from "../base/fsync.ts";
 import {
   chooseCniVersion,
   type CniVersionChoice,
@@ -116,39 +117,10 @@ function checkTargetDir(dir: string, flag: string): void {
   }
 }
 
-/**
- * Writes `bytes` to `path` atomically: temp file in the same directory (same filesystem),
- * fsync, chmod, rename over the old file, fsync of the directory.
- */
-export async function writeAtomic(path: string, bytes: Uint8Array, mode: number): Promise<void> {
-  const dir = path.replace(/\/[^/]*$/, "") || "/";
-  await Deno.mkdir(dir, { recursive: true });
-  const tmp = `${dir}/.${path.slice(dir.length + 1)}.tmp-${Deno.pid}`;
-  const f = await Deno.open(tmp, { write: true, create: true, truncate: true, mode });
-  try {
-    await f.write(bytes).then(async (n) => {
-      let done = n;
-      while (done < bytes.length) done += await f.write(bytes.subarray(done));
-    });
-    await f.sync();
-  } catch (e) {
-    f.close();
-    await Deno.remove(tmp).catch(() => {});
-    throw e;
-  }
-  f.close();
-  await Deno.chmod(tmp, mode);
-  await Deno.rename(tmp, path);
-  try {
-    const d = await Deno.open(dir, { read: true });
-    try {
-      await d.sync();
-    } finally {
-      d.close();
-    }
-  } catch {
-    // some filesystems refuse fsync on a directory; the rename is atomic regardless
-  }
+/** Writes `bytes` to `path` atomically (see base/fsync.ts), creating its directory first. */
+async function writeAtomic(path: string, bytes: Uint8Array, mode: number): Promise<void> {
+  await Deno.mkdir(path.replace(/\/[^/]*$/, "") || "/", { recursive: true });
+  await writeFileAtomic(path, bytes, mode);
 }
 
 /** Performs (or, with `dryRun`, describes) the install. Validates everything first. */
