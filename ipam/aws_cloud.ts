@@ -6,7 +6,7 @@
  */
 import { Ec2Client, type NetworkInterface } from "../aws/ec2.ts";
 import { ImdsClient } from "../aws/imds.ts";
-import { InstanceLimitsResolver } from "../aws/limits.ts";
+import { embeddedLimits, InstanceLimitsResolver } from "../aws/limits.ts";
 import type { CloudApi, EniDescription, NodeMetadata } from "./cloud.ts";
 import { log } from "./log.ts";
 
@@ -92,7 +92,10 @@ export async function createAwsCloud(o: AwsCloudOptions): Promise<CloudApi & { c
     },
     attachedMacs: () => imds.listMacs(),
     async instanceLimits(type) {
-      const l = await limits.get(type);
+      // The embedded table knows every type EC2 published when it was generated, and the two
+      // numbers the daemon needs never change for a type: only a type it lacks costs a call
+      // (1,000 nodes starting at once would otherwise run the account's bucket dry).
+      const l = embeddedLimits(type) ?? await limits.get(type);
       return { maxEnis: l.maxEnis, ipv4PerEni: l.ipv4PerEni };
     },
     async describeSubnets({ az }) {

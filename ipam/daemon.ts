@@ -38,6 +38,7 @@ import { hostKernelView, type KernelView } from "./kernel_view.ts";
 import { nodeSubnetFromImds, SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cache.ts";
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
+import { attachedEnisFromImds, startLimits } from "./imds_start.ts";
 import { collectGarbage as collectProcessGarbage } from "./memory.ts";
 import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
@@ -167,7 +168,7 @@ async function startLocked(
 ): Promise<RunningDaemon> {
   const cloud = trackMutations(rawCloud, now);
   const node = await cloud.nodeMetadata();
-  const limits = await cloud.instanceLimits(node.instanceType);
+  const limits = await startLimits(cloud, node.instanceType, cfg.stateDir);
   const primary = node.enis.find((e) => e.deviceIndex === 0);
   if (!primary) throw new Error("IMDS shows no primary ENI (device index 0)");
   // Pools that use only the node's subnet need nothing from EC2 to start: IMDS names it
@@ -224,6 +225,14 @@ async function startLocked(
     checkpoint,
     kernel,
     now: now(),
+    described: await attachedEnisFromImds({
+      cloud,
+      clusterName: cfg.clusterName,
+      node,
+      checkpoint,
+      now: now(),
+      imdsSettleMs: o.imdsSettleMs ?? IMDS_SETTLE_MS,
+    }),
   });
 
   const metrics = createMetrics();
@@ -316,10 +325,12 @@ async function startLocked(
   const finished = new Promise<void>((r) => resolveFinished = r);
   const collector = new LeakedEniCollector(ctx, cloud);
   const loop = (async () => {
-    // The start-up reconcile was a full EC2 sync of what is attached here. The first look
-    // for our detached (leaked) ENIs comes when a leak found now would be past its grace.
+    // The start read IMDS and the checkpoint (or EC2 when IMDS could lag). EC2 is asked when
+    // a leak found now would be past its grace, at a random moment within startJitterSeconds
+    // after that, so nodes started together do not describe in one burst.
     let nextEc2Sync = now() +
-      1000 * Math.min(cfg.leakedEniGraceSeconds, cfg.ec2ResyncSeconds);
+      1000 * (Math.min(cfg.leakedEniGraceSeconds, cfg.ec2ResyncSeconds) +
+        (o.random ?? Math.random)() * cfg.startJitterSeconds);
     let lastImdsCheck = now();
     while (!stopping) {
       try {
