@@ -330,7 +330,7 @@ async function startLocked(
     // after that, so nodes started together do not describe in one burst.
     let nextEc2Sync = now() +
       1000 * (Math.min(cfg.leakedEniGraceSeconds, cfg.ec2ResyncSeconds) +
-        (o.random ?? Math.random)() * cfg.startJitterSeconds);
+          (o.random ?? Math.random)() * cfg.startJitterSeconds);
     let lastImdsCheck = now();
     while (!stopping) {
       try {

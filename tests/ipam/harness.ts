@@ -96,6 +96,7 @@ export function testConfig(root: string, extra: Record<string, unknown> = {}) {
       reconcileIntervalSeconds: 0.2,
       releaseDelaySeconds: 1,
       leakedEniGraceSeconds: 0,
+      startJitterSeconds: 0,
       ec2ResyncSeconds: 1,
       addTimeoutSeconds: 20,
       // A kubelet on the test machine must not see these daemons; device-plugin tests opt in.
