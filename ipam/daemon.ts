@@ -38,7 +38,7 @@ import { hostKernelView, type KernelView } from "./kernel_view.ts";
 import { nodeSubnetFromImds, SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cache.ts";
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
-import { attachedEnisFromImds, startLimits } from "./imds_start.ts";
+import { attachedEnisFromImds, changeMarker, startLimits } from "./imds_start.ts";
 import { collectGarbage as collectProcessGarbage } from "./memory.ts";
 import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
@@ -166,7 +166,7 @@ async function startLocked(
   kernel: KernelView,
   o: StartOptions,
 ): Promise<RunningDaemon> {
-  const cloud = trackMutations(rawCloud, now);
+  const cloud = trackMutations(rawCloud, now, changeMarker(cfg.stateDir));
   const node = await cloud.nodeMetadata();
   const limits = await startLimits(cloud, node.instanceType, cfg.stateDir);
   const primary = node.enis.find((e) => e.deviceIndex === 0);
@@ -228,6 +228,7 @@ async function startLocked(
     described: await attachedEnisFromImds({
       cloud,
       clusterName: cfg.clusterName,
+      stateDir: cfg.stateDir,
       node,
       checkpoint,
       now: now(),

@@ -32,8 +32,15 @@ export interface TrackedCloud extends CloudApi {
   readonly lastMutationAt: () => number;
 }
 
-/** Wraps a cloud to count its mutating calls, timing them by `now`. */
-export function trackMutations(cloud: CloudApi, now: () => number = Date.now): TrackedCloud {
+/**
+ * Wraps a cloud to count its mutating calls, timing them by `now`; `mark`, when given, is
+ * told each one's start and end time (ipam/imds_start.ts keeps them for the next start).
+ */
+export function trackMutations(
+  cloud: CloudApi,
+  now: () => number = Date.now,
+  mark?: (at: number) => Promise<void>,
+): TrackedCloud {
   let epoch = 0;
   let inFlight = 0;
   let lastEnded = 0;
@@ -46,11 +53,13 @@ export function trackMutations(cloud: CloudApi, now: () => number = Date.now): T
         epoch++;
         inFlight++;
         try {
+          await mark?.(now()).catch(() => {}); // a missing mark only costs the next start a call
           return await (fn as (...a: unknown[]) => Promise<unknown>).apply(cloud, args);
         } finally {
           inFlight--;
           epoch++;
           lastEnded = now();
+          await mark?.(lastEnded).catch(() => {});
         }
       }
       : (fn as (...a: unknown[]) => unknown).bind(cloud);

@@ -7,9 +7,10 @@
  * serving pods; EC2 stays the truth at the first periodic re-sync (ipam/ec2_sync.ts).
  *
  * IMDS can lag EC2 by a few seconds after a change, so the start asks EC2 as before when
- * the checkpoint was written less than that long ago, when the checkpoint names an ENI or an
- * allocation's ENI that IMDS does not show, and (by id, one call) for ENIs IMDS shows that
- * the checkpoint does not name: only EC2's tags say whether those are ours.
+ * the last mutating call of the previous run started or ended less than that long ago (each
+ * one's times are marked in the state dir, {@linkcode CHANGE_MARK_FILE}), when the checkpoint
+ * names an ENI or an allocation's ENI that IMDS does not show, and (by id, one call) for ENIs
+ * IMDS shows that the checkpoint does not name: only EC2's tags say whether those are ours.
  *
  * @module
  */
@@ -68,10 +69,35 @@ export async function startLimits(
   return limits;
 }
 
+/** When this node's last mutating EC2 call started or ended (epoch ms), in the state dir. */
+export const CHANGE_MARK_FILE = "ec2-change-at";
+
+/**
+ * Marks the time of a mutating call's start and end. No fsync: the mark matters only to a
+ * daemon restarted within IMDS's settle time, and a process that dies leaves the page cache.
+ */
+export function changeMarker(stateDir: string): (at: number) => Promise<void> {
+  const path = `${stateDir}/${CHANGE_MARK_FILE}`;
+  return (at) => Deno.writeTextFile(path, `${Math.round(at)}\n`, { mode: 0o600 });
+}
+
+async function lastChangeAt(stateDir: string): Promise<number | undefined> {
+  try {
+    const at = Number((await Deno.readTextFile(`${stateDir}/${CHANGE_MARK_FILE}`)).trim());
+    // Unreadable: as if the change were now, so EC2 is asked.
+    return Number.isFinite(at) ? at : Infinity;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    return Infinity;
+  }
+}
+
 /** Inputs of {@linkcode attachedEnisFromImds}. */
 export interface ImdsStartInput {
   cloud: Pick<CloudApi, "describeEnis">;
   clusterName: string;
+  /** Where the change mark of the previous run is. */
+  stateDir: string;
   node: NodeMetadata;
   /** The checkpoint of this instance (already repaired), if any. */
   checkpoint: Checkpoint | undefined;
@@ -89,7 +115,8 @@ export async function attachedEnisFromImds(
   o: ImdsStartInput,
 ): Promise<EniDescription[] | undefined> {
   const { node, checkpoint } = o;
-  if (checkpoint && o.now - checkpoint.savedAt < o.imdsSettleMs) return undefined;
+  const changed = await lastChangeAt(o.stateDir);
+  if (changed !== undefined && o.now - changed < o.imdsSettleMs) return undefined;
   const shown = new Map(node.enis.map((e) => [e.eniId, e]));
   const recorded = new Map((checkpoint?.enis ?? []).map((e) => [e.id, e]));
   const missing = [

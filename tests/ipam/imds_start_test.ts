@@ -131,7 +131,7 @@ Deno.test("imds start: a restart asks EC2 when IMDS could lag the last change, o
     const enis = [...core.daemon.pools.ctx.state.enis.keys()].sort();
     await core.stop();
     w.sim.stats.ec2.clear();
-    // Within IMDS's settle time (10 s by default) of the last checkpoint: EC2 is asked.
+    // Within IMDS's settle time (10 s by default) of the last mutating call: EC2 is asked.
     core = await w.start();
     assert.equal(w.describes().DescribeNetworkInterfaces, 1);
     assert.equal(core.daemon.report.kept, 20);
