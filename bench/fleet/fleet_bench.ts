@@ -16,8 +16,10 @@
  * 0.1), VPCNI_FLEET_CHURN_SECONDS (AWS seconds of (b), default 600), VPCNI_FLEET_SCENARIOS
  * (default abcd), VPCNI_FLEET_SIDES (default vpcni,baseline), VPCNI_FLEET_POOL (JSON merged
  * into vpcni's pool, e.g. '{"prefixDelegation":true}'), VPCNI_FLEET_JITTER_SECONDS (vpcni's
- * start-up jitter, default 0), VPCNI_FLEET_ADD_TIMEOUT (AWS seconds an ADD may wait before it
- * fails with code 11, both sides; default 20, the daemon's addTimeoutSeconds).
+ * startJitterSeconds knob, default the daemon's), VPCNI_FLEET_ADD_TIMEOUT (AWS seconds an ADD
+ * may wait before it fails with code 11, both sides; default 20, the daemon's
+ * addTimeoutSeconds), VPCNI_FLEET_LAUNCH (JSON: addresses each node's primary ENI gets at
+ * launch, '{"secondaryIps":14}' or '{"prefixes":3}'; default none).
  *
  * @module
  */
@@ -38,7 +40,9 @@ const CHURN_SECONDS = Number(env("VPCNI_FLEET_CHURN_SECONDS", "600"));
 const SCENARIOS = env("VPCNI_FLEET_SCENARIOS", "abcd");
 const SIDES = env("VPCNI_FLEET_SIDES", "vpcni,baseline").split(",");
 const POOL = JSON.parse(env("VPCNI_FLEET_POOL", "{}"));
-const JITTER = Number(env("VPCNI_FLEET_JITTER_SECONDS", "0"));
+const JITTER_TEXT = Deno.env.get("VPCNI_FLEET_JITTER_SECONDS");
+const JITTER = JITTER_TEXT === undefined ? undefined : Number(JITTER_TEXT);
+const LAUNCH = JSON.parse(env("VPCNI_FLEET_LAUNCH", "{}"));
 const PODS_PER_NODE = 30;
 const POD_RATE = 5; // pods per AWS-second on a node coming up
 const CHURN_RATE = 10; // pods per AWS-second across the fleet
@@ -194,7 +198,7 @@ try {
     for (const sideName of SIDES) {
       const dir = `${root}/${sideName}-${withErrors ? "d" : "abc"}`;
       const side = sides[sideName](dir);
-      const sim = await startFleetSim(N, S, withErrors ? 0.1 : 0);
+      const sim = await startFleetSim(N, S, withErrors ? 0.1 : 0, LAUNCH);
       const phase = (name: string) => new PhaseRecorder(name, side.name, sim, S);
       try {
         const a = phase(
@@ -232,6 +236,7 @@ const text = renderReport(results, {
   wallSeconds: (performance.now() - wallStart) / 1000,
   pool: POOL,
   jitterSeconds: JITTER,
+  launch: LAUNCH,
   addTimeoutSeconds: ADD_TIMEOUT,
 });
 console.log(text);

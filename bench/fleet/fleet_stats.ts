@@ -154,7 +154,8 @@ export function renderReport(
     scale: number;
     wallSeconds: number;
     pool: Record<string, unknown>;
-    jitterSeconds: number;
+    jitterSeconds: number | undefined;
+    launch: Record<string, unknown>;
     addTimeoutSeconds: number;
   },
 ): string {
@@ -165,7 +166,9 @@ export function renderReport(
     `m5.xlarge nodes; the simulator's account limits on (ENI/IP actions 100 burst, 5/s; other ` +
     `mutating 50, 5/s; Describe 100, 20/s); AWS-like latencies as bench/ipam. AWS time × ` +
     `${o.scale} = wall time. vpcni pool: ${JSON.stringify({ warmEnis: 1, ...o.pool })}, ` +
-    `start-up jitter ${o.jitterSeconds} s; an ADD fails (code 11) after ${o.addTimeoutSeconds} s. Whole run: ${
+    `startJitterSeconds ${o.jitterSeconds ?? "default (120)"}; primary ENI at launch: ${
+      Object.keys(o.launch).length ? JSON.stringify(o.launch) : "no secondary addresses"
+    }; an ADD fails (code 11) after ${o.addTimeoutSeconds} s. Whole run: ${
       o.wallSeconds.toFixed(0)
     } s wall.`,
     "",

@@ -29,8 +29,19 @@ export function instanceId(i: number): string {
   return `i-0f${i.toString(16).padStart(15, "0")}`;
 }
 
-/** A VPC 10.0.0.0/16 cut into 8 /19 node subnets, and `n` m5.xlarge instances over them. */
-export function fleetScenario(n: number): ScenarioInput {
+/** Addresses a launch template gives each node's primary ENI at RunInstances. */
+export interface LaunchAddresses {
+  /** SecondaryPrivateIpAddressCount. */
+  secondaryIps?: number;
+  /** Ipv4PrefixCount. */
+  prefixes?: number;
+}
+
+/**
+ * A VPC 10.0.0.0/16 cut into 8 /19 node subnets, and `n` m5.xlarge instances over them, each
+ * launched with `launch`'s addresses on its primary ENI.
+ */
+export function fleetScenario(n: number, launch: LaunchAddresses = {}): ScenarioInput {
   const subnets = [...Array(SUBNET_COUNT)].map((_, k) => ({
     id: `subnet-0f${k.toString(16).padStart(6, "0")}`,
     cidr: `10.0.${k * 32}.0/19`,
@@ -48,6 +59,7 @@ export function fleetScenario(n: number): ScenarioInput {
       subnet: subnets[i % SUBNET_COUNT].id,
       securityGroups: ["sg-0f000001"],
       az: "us-east-1a",
+      ...launch,
     })),
   };
 }
@@ -57,10 +69,11 @@ export async function startFleetSim(
   n: number,
   scale: number,
   errorRate = 0,
+  launch: LaunchAddresses = {},
 ): Promise<SimServer> {
   const t0 = performance.now();
   const sim = await startSim({
-    scenario: fleetScenario(n),
+    scenario: fleetScenario(n, launch),
     // The account's buckets refill on AWS time.
     clock: () => (performance.now() - t0) / scale,
   });
@@ -131,7 +144,10 @@ function cloudFor(sim: SimServer, i: number, scale: number) {
   });
 }
 
-/** vpcni: the node core with the daemon's defaults (one pool, warmEnis 1), periods scaled. */
+/**
+ * vpcni: the node core with the daemon's defaults (one pool, warmEnis 1), periods scaled;
+ * `startJitterSeconds` is the daemon's knob (its default when absent).
+ */
 export function vpcniSide(
   root: string,
   o: SideOptions & { pool?: Record<string, unknown>; startJitterSeconds?: number },
@@ -153,6 +169,9 @@ export function vpcniSide(
           ec2ResyncSeconds: 600 * S,
           leakedEniGraceSeconds: 300 * S,
           addTimeoutSeconds: o.addTimeoutSeconds * S,
+          ...(o.startJitterSeconds === undefined
+            ? {}
+            : { startJitterSeconds: o.startJitterSeconds * S }),
           // A whole number of seconds, as the knob demands.
           pools: [{
             name: "default",
@@ -166,7 +185,6 @@ export function vpcniSide(
       const live = previous ? new Set(previous.pods()) : new Set<string>();
       const core: NodeCore = await startNodeCore(cfg, () => cloudFor(sim, i, S), {
         imdsSettleMs: IMDS_SETTLE_MS * S,
-        startJitterMs: (o.startJitterSeconds ?? 0) * 1000 * S,
         timeScale: S,
       });
       const pools = core.daemon.pools;
