@@ -239,7 +239,8 @@ async function startLocked(
   const metrics = createMetrics();
   // Subnet free counts steer the choice of a new ENI's subnet. They are refreshed when an
   // ENI is about to be created (if older than a minute) and with each EC2 re-sync, so a
-  // node whose pools are steady makes no DescribeSubnets calls.
+  // node whose pools are steady makes no DescribeSubnets calls. Pools on the node's subnet
+  // alone have no choice to steer: a full subnet is EC2's refusal, and the re-sync refreshes.
   const subnetCache = new SubnetCache(
     subnets,
     now,
@@ -262,7 +263,7 @@ async function startLocked(
     creating: new Set(),
     subnets,
     fullSubnets: new Map(),
-    refreshSubnets: () => subnetCache.refresh(SUBNET_MAX_AGE_MS),
+    refreshSubnets: nodeOnly ? undefined : () => subnetCache.refresh(SUBNET_MAX_AGE_MS),
     ensureSubnetsDescribed: () => subnetCache.ensureDescribed(),
     onGrew: () => {},
     now,

@@ -170,6 +170,15 @@ function settledMemory() {
   return Deno.memoryUsage();
 }
 
+/** The daemons' counters summed over the nodes (undefined for the baseline). */
+async function sumCounters(nodes: (FleetNode | undefined)[]) {
+  const out: Record<string, number> = {};
+  for (const n of nodes) {
+    for (const [k, v] of Object.entries(await n?.counters?.() ?? {})) out[k] = (out[k] ?? 0) + v;
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
 async function stopAll(nodes: (FleetNode | undefined)[]) {
   await Promise.all(nodes.map((n) => n?.stop()));
 }
@@ -209,6 +218,7 @@ try {
         const after = settledMemory();
         a.memoryPerNodeKib = (after.heapUsed - heapBefore) / 1024 / N;
         a.rssMib = after.rss / 1024 / 1024;
+        a.daemonCounters = await sumCounters(nodes);
         results.push(a.finish());
         if (!withErrors && SCENARIOS.includes("b")) {
           const b = phase(`(b) churn ${CHURN_RATE}/s for ${CHURN_SECONDS} s`);

@@ -32,6 +32,8 @@ export interface PhaseStats {
   wallSeconds: number;
   /** 99th percentile of event-loop lateness in wall ms (large: the clock did not hold). */
   loopLagP99Ms: number;
+  /** The daemons' own counters summed over the nodes (vpcni: ENI deletes, failed growths). */
+  daemonCounters?: Record<string, number>;
 }
 
 /** The q-quantile of `xs` (0 for none). */
@@ -50,6 +52,7 @@ export class PhaseRecorder {
   warmAfterMinutes?: number;
   memoryPerNodeKib?: number;
   rssMib?: number;
+  daemonCounters?: Record<string, number>;
   #times: number[] = [];
   #failed = 0;
   #nodeFailures: string[] = [];
@@ -127,6 +130,7 @@ export class PhaseRecorder {
       rssMib: this.rssMib,
       wallSeconds: (performance.now() - this.#start) / 1000,
       loopLagP99Ms: quantile(this.#lags, 0.99),
+      daemonCounters: this.daemonCounters,
     };
     console.error(`[fleet] ${JSON.stringify(s)}`);
     return s;
@@ -194,6 +198,16 @@ export function renderReport(
     const by = Object.entries(r.calls).sort((a, b) => b[1] - a[1])
       .map(([a, n]) => `${SHORT[a] ?? a} ${n}`).join(", ");
     lines.push(`| ${r.phase} | ${r.side} | ${by} |`);
+  }
+  const counted = rows.filter((r) => r.daemonCounters && Object.keys(r.daemonCounters).length);
+  if (counted.length) {
+    lines.push("", "The daemons' counters, summed over the nodes:", "");
+    lines.push("| scenario | contender | counters |", "|---|---|---|");
+    for (const r of counted) {
+      const by = Object.entries(r.daemonCounters!).sort((a, b) => b[1] - a[1])
+        .map(([k, n]) => `${k} ${n}`).join(", ");
+      lines.push(`| ${r.phase} | ${r.side} | ${by} |`);
+    }
   }
   return lines.join("\n");
 }

@@ -115,6 +115,8 @@ export interface FleetNode {
   atWarmTarget(): boolean;
   /** Pods holding an address on this node. */
   pods(): string[];
+  /** vpcni only: the daemon's counters of deleted ENIs by reason and failed growths by code. */
+  counters?(): Promise<Record<string, number>>;
   stop(): Promise<void>;
 }
 
@@ -201,6 +203,17 @@ export function vpcniSide(
         },
         atWarmTarget: () => pools.shortfallOf(rt).shortfall <= 0 || !!rt.exhausted,
         pods: () => [...live],
+        async counters() {
+          const out: Record<string, number> = {};
+          const m = core.daemon.metrics;
+          for (const v of (await m.enisDeleted.get()).values) {
+            out[`ENI deleted: ${v.labels.reason}`] = v.value;
+          }
+          for (const v of (await m.growFailures.get()).values) {
+            out[`growth failed: ${v.labels.code}`] = v.value;
+          }
+          return out;
+        },
         stop: () => core.stop(),
       };
     },
