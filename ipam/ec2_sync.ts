@@ -56,10 +56,12 @@ export function trackMutations(
           await mark?.(now()).catch(() => {}); // a missing mark only costs the next start a call
           return await (fn as (...a: unknown[]) => Promise<unknown>).apply(cloud, args);
         } finally {
+          // Marked while still counted in flight: a caller's continuation runs right after
+          // the count drops, so no re-sync sees the state between the call and its handling.
+          await mark?.(now()).catch(() => {});
           inFlight--;
           epoch++;
           lastEnded = now();
-          await mark?.(lastEnded).catch(() => {});
         }
       }
       : (fn as (...a: unknown[]) => unknown).bind(cloud);
