@@ -137,6 +137,9 @@ function cloudFor(sim: SimServer, i: number, scale: number) {
   return createAwsCloud({
     ec2Endpoint: sim.ec2Endpoint,
     imdsEndpoint: sim.imdsEndpointFor(instanceId(i)),
+    // A node's IMDS answers in milliseconds; here a thousand of them share one loaded process,
+    // whose late answers would otherwise fail daemon starts that a real node never sees.
+    imds: { timeoutMs: 20_000, attemptTimeoutMs: 5_000 },
     ec2: {
       credentials: { accessKeyId: "fleet", secretAccessKey: "fleet" },
       buckets: scaledBuckets(scale),
