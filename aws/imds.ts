@@ -14,6 +14,14 @@
  * @module
  */
 
+/**
+ * The connections IMDS reads go over: at most one idle connection kept per endpoint, for a
+ * short while. A node reads a few keys at once now and then; keeping every connection of such
+ * a burst open, one set per node, is what runs out of descriptors when a thousand simulated
+ * nodes share one process (bench/fleet). Made when the module loads, once per process.
+ */
+const IMDS_HTTP = Deno.createHttpClient({ poolMaxIdlePerHost: 1, poolIdleTimeout: 10_000 });
+
 /** The IMDS endpoint used when neither an option nor the environment names one. */
 export const DEFAULT_IMDS_ENDPOINT = "http://169.254.169.254";
 /** Environment variable the SDKs read for the endpoint; honoured here too. */
@@ -136,6 +144,7 @@ export class ImdsClient {
     for (let attempt = 0; Date.now() < deadline; attempt++) {
       try {
         const res = await fetch(this.#url(path), {
+          client: IMDS_HTTP,
           method: "PUT",
           headers: { "x-aws-ec2-metadata-token-ttl-seconds": String(this.#ttl) },
           signal: AbortSignal.timeout(Math.min(this.#attemptMs, deadline - Date.now())),
@@ -207,6 +216,7 @@ export class ImdsClient {
     for (let attempt = 0; attempt <= this.#retries; attempt++) {
       try {
         const res = await fetch(this.#url(path), {
+          client: IMDS_HTTP,
           headers: { "x-aws-ec2-metadata-token": token },
           signal: AbortSignal.timeout(
             Math.max(1, Math.min(this.#attemptMs, deadline - Date.now())),

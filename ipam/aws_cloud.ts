@@ -5,8 +5,8 @@
  * @module
  */
 import { Ec2Client, type NetworkInterface } from "../aws/ec2.ts";
-import { ImdsClient } from "../aws/imds.ts";
-import { InstanceLimitsResolver } from "../aws/limits.ts";
+import { ImdsClient, type ImdsClientOptions } from "../aws/imds.ts";
+import { embeddedLimits, InstanceLimitsResolver } from "../aws/limits.ts";
 import type { CloudApi, EniDescription, NodeMetadata } from "./cloud.ts";
 import { log } from "./log.ts";
 
@@ -40,11 +40,16 @@ export interface AwsCloudOptions {
   region?: string;
   /** Extra options passed to the EC2 client (tests lower the retry delays). */
   ec2?: Partial<ConstructorParameters<typeof Ec2Client>[0]>;
+  /** Extra options passed to the IMDS client (the fleet bench's loaded machine is slow). */
+  imds?: Omit<ImdsClientOptions, "endpoint">;
 }
 
 /** Builds the real cloud: IMDS first (it tells the region), then EC2. */
 export async function createAwsCloud(o: AwsCloudOptions): Promise<CloudApi & { close(): void }> {
-  const imds = new ImdsClient(o.imdsEndpoint ? { endpoint: o.imdsEndpoint } : {});
+  const imds = new ImdsClient({
+    ...o.imds,
+    ...(o.imdsEndpoint ? { endpoint: o.imdsEndpoint } : {}),
+  });
   const meta = await imds.getNodeMetadata();
   const ec2 = new Ec2Client({
     region: o.region ?? meta.region,
@@ -92,7 +97,10 @@ export async function createAwsCloud(o: AwsCloudOptions): Promise<CloudApi & { c
     },
     attachedMacs: () => imds.listMacs(),
     async instanceLimits(type) {
-      const l = await limits.get(type);
+      // The embedded table knows every type EC2 published when it was generated, and the two
+      // numbers the daemon needs never change for a type: only a type it lacks costs a call
+      // (1,000 nodes starting at once would otherwise run the account's bucket dry).
+      const l = embeddedLimits(type) ?? await limits.get(type);
       return { maxEnis: l.maxEnis, ipv4PerEni: l.ipv4PerEni };
     },
     async describeSubnets({ az }) {

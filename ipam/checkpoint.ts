@@ -49,6 +49,17 @@ export const checkpointSchema = z.object({
    * knows them too. Absent in checkpoints written before it existed.
    */
   routedUnknown: z.array(z.string()).optional(),
+  /**
+   * The node's own ENIs beyond the primary when this was written: which pool each serves and
+   * its attachment, so a restart can take the ENIs IMDS shows as ours without asking EC2 for
+   * their tags (ipam/imds_start.ts). Absent in checkpoints written before it existed.
+   */
+  enis: z.array(z.object({
+    id: z.string(),
+    pool: z.string(),
+    deviceIndex: z.number(),
+    attachmentId: z.string().optional(),
+  })).optional(),
 });
 
 /** One pod's recorded allocation. */

@@ -147,6 +147,7 @@ export const configSchema = z.object({
   leakedEniGraceSeconds: z.number().nonnegative().max(604_800).default(300),
   imdsCheckSeconds: z.number().positive().max(3600).default(60),
   ec2ResyncSeconds: z.number().positive().max(86_400).default(600),
+  startJitterSeconds: z.number().nonnegative().max(3600).default(120),
   routeTableBase: z.int().superRefine((base, ctx) => {
     const problem = routeTableBaseProblem(base);
     if (problem) ctx.addIssue({ code: "custom", message: problem });

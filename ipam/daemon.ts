@@ -27,6 +27,7 @@ import { hostKernelView, type KernelView } from "./kernel_view.ts";
 import { nodeSubnetFromImds, SUBNET_MAX_AGE_MS, SubnetCache } from "./subnet_cache.ts";
 import { serveIntrospection } from "./introspect.ts";
 import { log } from "./log.ts";
+import { attachedEnisFromImds, changeMarker, startLimits } from "./imds_start.ts";
 import { collectGarbage as collectProcessGarbage } from "./memory.ts";
 import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
@@ -101,7 +102,7 @@ async function startLocked(
   kernel: KernelView,
   o: StartOptions,
 ): Promise<RunningDaemon> {
-  const cloud = trackMutations(rawCloud, now);
+  const cloud = trackMutations(rawCloud, now, changeMarker(cfg.stateDir));
   const facts = await learnNode(cfg, cloud);
   const securityGroups = resolvePools(cfg, facts);
   const checkpoint = await loadCheckpoint(cfg, facts.node, kernel, now());
@@ -113,6 +114,15 @@ async function startLocked(
     checkpoint,
     kernel,
     now: now(),
+    described: await attachedEnisFromImds({
+      cloud,
+      clusterName: cfg.clusterName,
+      stateDir: cfg.stateDir,
+      node: facts.node,
+      checkpoint,
+      now: now(),
+      imdsSettleMs: o.imdsSettleMs ?? IMDS_SETTLE_MS,
+    }),
   });
   const metrics = createMetrics();
   const writer = checkpointWriter(cfg, state, metrics, now);
@@ -147,6 +157,7 @@ async function startLocked(
     collectGarbage: o.headless ? () => false : collectProcessGarbage,
     imdsSettleMs: o.imdsSettleMs ?? IMDS_SETTLE_MS,
     now,
+    random: o.random ?? Math.random,
     onReady: () => life.ready = true,
     stopping: () => life.stopping,
   });
@@ -243,7 +254,7 @@ function stopper(
 /** Asks IMDS, then EC2 as far as the pools need, what the node is. */
 async function learnNode(cfg: DaemonConfig, cloud: CloudApi): Promise<NodeFacts> {
   const node = await cloud.nodeMetadata();
-  const limits = await cloud.instanceLimits(node.instanceType);
+  const limits = await startLimits(cloud, node.instanceType, cfg.stateDir);
   const primary = node.enis.find((e) => e.deviceIndex === 0);
   if (!primary) throw new Error("IMDS shows no primary ENI (device index 0)");
   // Pools that use only the node's subnet need nothing from EC2 to start: IMDS names it
@@ -276,7 +287,8 @@ function checkpointWriter(
 /**
  * Subnet free counts steer the choice of a new ENI's subnet. They are refreshed when an ENI
  * is about to be created (if older than a minute) and with each EC2 re-sync, so a node whose
- * pools are steady makes no DescribeSubnets calls.
+ * pools are steady makes no DescribeSubnets calls. Pools on the node's subnet alone have no
+ * choice to steer: a full subnet is EC2's refusal, and the re-sync refreshes.
  */
 function subnetCacheOf(cloud: CloudApi, facts: NodeFacts, now: () => number): SubnetCache {
   const az = facts.node.az;
@@ -311,7 +323,7 @@ function growthContext(
     creating: new Set(),
     subnets: facts.subnets,
     fullSubnets: new Map(),
-    refreshSubnets: () => subnetCache.refresh(SUBNET_MAX_AGE_MS),
+    refreshSubnets: facts.nodeOnly ? undefined : () => subnetCache.refresh(SUBNET_MAX_AGE_MS),
     ensureSubnetsDescribed: () => subnetCache.ensureDescribed(),
     now,
     random: o.random,

@@ -33,6 +33,8 @@ export interface DaemonLoopParts {
   /** How long IMDS may lag a mutating call. */
   imdsSettleMs: number;
   now: () => number;
+  /** A number in [0, 1), for the first re-sync's jitter. */
+  random: () => number;
   /** Called after the first pass: the daemon is ready. */
   onReady: () => void;
   /** True once the daemon stops. */
@@ -42,9 +44,12 @@ export interface DaemonLoopParts {
 /** Runs the loop until `stopping()`; resolves when it has ended. */
 export async function runDaemonLoop(p: DaemonLoopParts): Promise<void> {
   const { cfg, now } = p;
-  // The start-up reconcile was a full EC2 sync of what is attached here. The first look
-  // for our detached (leaked) ENIs comes when a leak found now would be past its grace.
-  let nextEc2Sync = now() + 1000 * Math.min(cfg.leakedEniGraceSeconds, cfg.ec2ResyncSeconds);
+  // The start read IMDS and the checkpoint (or EC2 when IMDS could lag). EC2 is asked when
+  // a leak found now would be past its grace, at a random moment within startJitterSeconds
+  // after that, so nodes started together do not describe in one burst.
+  let nextEc2Sync = now() +
+    1000 * (Math.min(cfg.leakedEniGraceSeconds, cfg.ec2ResyncSeconds) +
+        p.random() * cfg.startJitterSeconds);
   let lastImdsCheck = now();
   let ready = false;
   while (!p.stopping()) {

@@ -32,8 +32,15 @@ export interface TrackedCloud extends CloudApi {
   readonly lastMutationAt: () => number;
 }
 
-/** Wraps a cloud to count its mutating calls, timing them by `now`. */
-export function trackMutations(cloud: CloudApi, now: () => number = Date.now): TrackedCloud {
+/**
+ * Wraps a cloud to count its mutating calls, timing them by `now`; `mark`, when given, is
+ * told each one's start and end time (ipam/imds_start.ts keeps them for the next start).
+ */
+export function trackMutations(
+  cloud: CloudApi,
+  now: () => number = Date.now,
+  mark?: (at: number) => Promise<void>,
+): TrackedCloud {
   let epoch = 0;
   let inFlight = 0;
   let lastEnded = 0;
@@ -46,8 +53,12 @@ export function trackMutations(cloud: CloudApi, now: () => number = Date.now): T
         epoch++;
         inFlight++;
         try {
+          await mark?.(now()).catch(() => {}); // a missing mark only costs the next start a call
           return await (fn as (...a: unknown[]) => Promise<unknown>).apply(cloud, args);
         } finally {
+          // Marked while still counted in flight: a caller's continuation runs right after
+          // the count drops, so no re-sync sees the state between the call and its handling.
+          await mark?.(now()).catch(() => {});
           inFlight--;
           epoch++;
           lastEnded = now();

@@ -20,6 +20,24 @@ import { TAG_CLUSTER, TAG_CREATED, TAG_INSTANCE, TAG_POOL } from "../base/eni_ta
 import type { ManagedEni } from "./node_state.ts";
 import { pickSubnet, podAddresses } from "./subnets.ts";
 import { log } from "./log.ts";
+import { THROTTLE_CODES } from "../aws/retry.ts";
+
+/**
+ * ENIs created for a pool whose attach EC2 throttled (so did not run): the pool's next growth
+ * attaches one of them instead of paying the account's CreateNetworkInterface bucket for
+ * another and its DeleteNetworkInterface bucket for this one. One that is never needed again
+ * is "available" with our tags: the leaked-ENI collector deletes it after its grace.
+ */
+const spareEnis = new WeakMap<
+  GrowthContext,
+  { created: EniDescription; pool: string; subnet: SubnetInfo }[]
+>();
+
+function takeSpare(ctx: GrowthContext, pool: string) {
+  const list = spareEnis.get(ctx) ?? [];
+  const i = list.findIndex((s) => s.pool === pool);
+  return i < 0 ? undefined : list.splice(i, 1)[0];
+}
 
 /** Drops one in-flight creation's hold on a subnet (see `GrowthContext.reservedSubnets`). */
 function unreserve(ctx: GrowthContext, subnetId: string) {
@@ -64,6 +82,14 @@ export async function addEni(
   }
   ctx.reservedDeviceIndexes.add(deviceIndex);
   try {
+    const spare = takeSpare(ctx, pool.name);
+    if (spare) {
+      log.info("attaching {eniId}, created earlier for pool {pool}, instead of a new ENI", {
+        eniId: spare.created.id,
+        pool: pool.name,
+      });
+      return await attachAndFill(ctx, pool, spare.created, spare.subnet, deviceIndex, need);
+    }
     await ctx.refreshSubnets?.();
     const exclude = new Set<string>();
     if (!pool.allowSharedSubnets) {
@@ -153,6 +179,12 @@ async function attachAndFill(
     await waitAttached(ctx, created);
   } catch (e) {
     ctx.creating.delete(created.id);
+    if (THROTTLE_CODES.has(cloudErrorCode(e) ?? "")) {
+      const list = spareEnis.get(ctx) ?? [];
+      spareEnis.set(ctx, list);
+      list.push({ created, pool: pool.name, subnet });
+      throw e;
+    }
     await ctx.cloud.deleteEni(created.id).then(
       () => ctx.metrics.enisDeleted.inc({ reason: "failed_attach" }),
       () => {/* left for the leaked-ENI collector: it is tagged */},

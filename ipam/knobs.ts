@@ -123,6 +123,12 @@ export const KNOBS: KnobDoc[] = [
       "period of the full re-sync with EC2 (adopt or drop addresses EC2 disagrees on, refresh subnet free counts) and of the leaked-ENI collector; > 0, at most 86400",
   },
   {
+    knob: "startJitterSeconds",
+    def: "120",
+    doc:
+      "the first EC2 re-sync and leak pass after a start come up to this much later, at random (nodes started together spread); 0–3600",
+  },
+  {
     knob: "routeTableBase",
     def: "100",
     doc:

@@ -196,6 +196,12 @@ export class NodeState {
       allocations: [...this.allocations.values()],
       cooldowns: [...this.cooldowns.values()].filter((c) => c.until > now),
       routedUnknown: [...this.routedUnknown].sort(),
+      enis: [...this.enis.values()].filter((e) => !e.primary && !e.releasing).map((e) => ({
+        id: e.id,
+        pool: e.pool,
+        deviceIndex: e.deviceIndex,
+        ...(e.attachmentId ? { attachmentId: e.attachmentId } : {}),
+      })),
     };
   }
 }

@@ -85,6 +85,8 @@ export async function reconcile(o: {
   checkpoint: Checkpoint | undefined;
   kernel: KernelView;
   now: number;
+  /** The attached ENIs when the caller built them already (ipam/imds_start.ts). */
+  described?: EniDescription[];
 }): Promise<{ state: NodeState; report: ReconcileReport }> {
   const { cfg, cloud, node } = o;
   const state = new NodeState(node.instanceId);
@@ -94,9 +96,9 @@ export async function reconcile(o: {
   // EC2 is the truth for addresses. One call finds every ENI attached (or attaching) here,
   // also those IMDS does not show yet; an ENI only IMDS shows is described by id. Our
   // detached ENIs are the leaked-ENI collector's business, after its grace.
-  const described = await cloud.describeAttachedEnis(node.instanceId);
+  const described = o.described ?? await cloud.describeAttachedEnis(node.instanceId);
   const byId = new Map(described.map((d) => [d.id, d]));
-  const unseen = node.enis.map((e) => e.eniId).filter((id) => !byId.has(id));
+  const unseen = o.described ? [] : node.enis.map((e) => e.eniId).filter((id) => !byId.has(id));
   if (unseen.length) { for (const d of await cloud.describeEnis(unseen)) byId.set(d.id, d); }
 
   const poolOfPrimary = primaryPool(cfg, o.subnets, node, primary.subnetId);
@@ -204,7 +206,7 @@ function managedEni(
     pool,
     primary,
     primaryIp: d.privateIps[0] ?? "",
-    attachmentId: d.attachment?.id,
+    attachmentId: d.attachment?.id || undefined,
     ips,
     prefixes: [...d.prefixes],
   };

@@ -15,9 +15,10 @@ const TOKEN_HEADER = "x-aws-ec2-metadata-token";
 function text(body: string, status = 200, headers: Record<string, string> = {}): Response {
   return new Response(body, {
     status,
-    // One request per connection: the SDK's metadata client opens a new connection per
-    // request and never closes it, so open ones would pile up over a long run of many nodes.
-    headers: { "content-type": "text/plain", connection: "close", ...headers },
+    // Connections stay open for the next read (the real IMDS keeps them too): the project's
+    // client reads every body, so its pool reuses them. Closing each one after its answer
+    // left a thousand simulated nodes' polls tens of thousands of sockets in TIME_WAIT.
+    headers: { "content-type": "text/plain", ...headers },
   });
 }
 
@@ -80,9 +81,10 @@ export class ImdsHandler {
     if (path !== md && !path.startsWith(md + "/")) return undefined;
     const rel = path.slice(md.length + 1);
     const now = Date.now();
-    const enis = this.visibleEnis(now);
-    const primary = enis.find((e) => e.attachment!.deviceIndex === 0);
-    const primaryIp = this.#primaryIp();
+    // Only the keys that need the instance's ENIs look them up.
+    let shown: EniState[] | undefined;
+    const visible = () => shown ??= this.visibleEnis(now);
+    const primaryIp = () => this.#primaryIp();
     const top: Record<string, () => string | undefined> = {
       "": () =>
         [
@@ -100,10 +102,10 @@ export class ImdsHandler {
       "ami-id": () => "ami-00000000000000000",
       "instance-id": () => inst.id,
       "instance-type": () => inst.limits.type,
-      "hostname": () => primaryIp && privateDnsName(s.region, primaryIp),
-      "local-hostname": () => primaryIp && privateDnsName(s.region, primaryIp),
-      "local-ipv4": () => primaryIp,
-      "mac": () => primary?.mac,
+      "hostname": () => primaryIp() && privateDnsName(s.region, primaryIp()!),
+      "local-hostname": () => primaryIp() && privateDnsName(s.region, primaryIp()!),
+      "local-ipv4": () => primaryIp(),
+      "mac": () => visible().find((e) => e.attachment!.deviceIndex === 0)?.mac,
       "security-groups": () =>
         inst.securityGroupIds.map((g) => s.securityGroups.get(g)?.name ?? g).join("\n"),
       "placement": () => "availability-zone\navailability-zone-id\nregion",
@@ -112,12 +114,12 @@ export class ImdsHandler {
       "placement/region": () => s.region,
       "network": () => "interfaces/",
       "network/interfaces": () => "macs/",
-      "network/interfaces/macs": () => enis.map((e) => `${e.mac}/`).join("\n"),
+      "network/interfaces/macs": () => visible().map((e) => `${e.mac}/`).join("\n"),
     };
     if (rel in top) return top[rel]();
     const m = /^network\/interfaces\/macs\/([0-9a-f:]{17})(?:\/(.*))?$/.exec(rel);
     if (!m) return undefined;
-    const eni = enis.find((e) => e.mac === m[1]);
+    const eni = visible().find((e) => e.mac === m[1]);
     if (!eni) return undefined;
     return this.#macValue(eni, m[2] ?? "", now);
   }

@@ -77,6 +77,10 @@ export const ScenarioSchema = z.object({
       az: z.string().optional(),
       primaryIp: z.string().refine((s) => parseIpv4(s) !== undefined, "must be an IPv4 address")
         .optional(),
+      // Addresses the launch gave the primary ENI (a launch template's
+      // SecondaryPrivateIpAddressCount or Ipv4PrefixCount): one or the other, as in RunInstances.
+      secondaryIps: z.number().int().nonnegative().default(0),
+      prefixes: z.number().int().nonnegative().default(0),
       tags,
     }).strict(),
   ).default([]),

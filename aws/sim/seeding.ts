@@ -1,6 +1,6 @@
 /**
  * Filling a new world from its scenario: subnets, security groups, instances each with a
- * primary ENI at device 0, then the scenario's extra ENIs, all dated as if they had existed
+ * primary ENI at device 0 (with the addresses its launch assigned), then the scenario's extra ENIs, all dated as if they had existed
  * for a while (so neither Describe nor IMDS delays hide them).
  *
  * @module
@@ -11,6 +11,7 @@ import { type Scenario, ScenarioError } from "./scenario.ts";
 import { lookupTypeLimits, randomHex } from "./model.ts";
 import { pickIps } from "./addresses.ts";
 import { attachNetworkInterface } from "./attachments.ts";
+import { assignPrivateIps } from "./ip_assignment.ts";
 import { newEni } from "./network_interfaces.ts";
 import type { SimState } from "./state.ts";
 
@@ -77,6 +78,25 @@ export function seedWorld(state: SimState, macs: Set<string>, source: string): v
     };
     state.enis.set(eni.id, eni);
   }
+  scenario.instances.forEach((inst, i) => {
+    if (inst.secondaryIps === 0 && inst.prefixes === 0) return;
+    const eni = state.enisOf(inst.id).find((e) => e.attachment!.deviceIndex === 0)!;
+    try {
+      assignPrivateIps(state, eni.id, {
+        count: inst.secondaryIps || undefined,
+        prefixCount: inst.prefixes || undefined,
+      });
+    } catch (e) {
+      if (!(e instanceof SimError)) throw e;
+      throw new ScenarioError(source, [{
+        field: `instances[${i}].${inst.secondaryIps ? "secondaryIps" : "prefixes"}`,
+        message: `${e.code}: ${e.message}`,
+      }]);
+    }
+    // Assigned at launch: long settled, as the primary address.
+    for (const x of eni.privateIps) x.assignedAt = 0;
+    for (const p of eni.prefixes) p.assignedAt = 0;
+  });
   scenario.networkInterfaces.forEach((seed, i) => {
     try {
       seedEni(state, seed);

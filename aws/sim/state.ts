@@ -51,6 +51,8 @@ export class SimState {
   #listeners = new Set<(e: SimEvent) => void>();
   #timers = new Set<ReturnType<typeof setTimeout>>();
   #macs = new Set<string>();
+  /** Instance id → its ENIs by device index; dropped by every event (see `enisOf`). */
+  #enisOf?: Map<string, EniState[]>;
   #closed = false;
 
   constructor(scenario: Scenario, faults: FaultConfig, source = "<scenario>") {
@@ -64,6 +66,7 @@ export class SimState {
       tags: new Map(Object.entries(scenario.vpc.tags)),
     };
     seedWorld(this, this.#macs, source);
+    this.#enisOf = undefined;
   }
 
   /** Registers a listener for every change; returns a function that removes it. */
@@ -144,9 +147,27 @@ export class SimState {
 
   /** The ENIs attached (or attaching) to an instance, by device index. */
   enisOf(instanceId: string): EniState[] {
-    return [...this.enis.values()]
-      .filter((e) => e.attachment?.instanceId === instanceId)
-      .sort((a, b) => a.attachment!.deviceIndex - b.attachment!.deviceIndex);
+    // Every IMDS read asks this; a scan of the account's ENIs per read is what a thousand
+    // simulated nodes polling their metadata cannot afford. Attachments change only through
+    // calls that emit an event, and each event drops the index.
+    let byInstance = this.#enisOf;
+    if (!byInstance) {
+      byInstance = new Map();
+      for (const e of this.enis.values()) {
+        const id = e.attachment?.instanceId;
+        if (id === undefined) continue;
+        const list = byInstance.get(id);
+        if (list) list.push(e);
+        else byInstance.set(id, [e]);
+      }
+      for (const list of byInstance.values()) {
+        list.sort((a, b) => a.attachment!.deviceIndex - b.attachment!.deviceIndex);
+      }
+      this.#enisOf = byInstance;
+    }
+    return (byInstance.get(instanceId) ?? []).filter((e) =>
+      e.attachment?.instanceId === instanceId
+    );
   }
 
   // ---------------------------------------------------------------- mutations
@@ -234,6 +255,7 @@ export class SimState {
 
   /** Tells every listener about a change. */
   emit(e: SimEvent): void {
+    this.#enisOf = undefined;
     for (const l of this.#listeners) {
       try {
         l(e);

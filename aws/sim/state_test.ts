@@ -96,3 +96,26 @@ Deno.test("attach with a delay emits attach, then attached; detach emits detach,
   assert.deepEqual(events, ["create", "attach", "attached", "detach", "detached", "delete"]);
   s.close();
 });
+
+Deno.test("a launch can give the primary ENI secondary IPs or prefixes, within the type's limits", () => {
+  const launched = (extra: Record<string, number>, type = "m5.large") =>
+    new SimState(
+      checkScenario({
+        region: "us-east-1",
+        vpc: { id: "vpc-1", cidrs: ["10.0.0.0/16"] },
+        subnets: [{ id: "subnet-a", cidr: "10.0.0.0/24", az: "us-east-1a" }],
+        instances: [{ id: "i-1", type, subnet: "subnet-a", ...extra }],
+      }),
+      defaultFaults(),
+    );
+  const primary = (s: SimState) => s.enisOf("i-1")[0];
+  const ips = primary(launched({ secondaryIps: 9 })).privateIps;
+  assert.equal(ips.length, 10);
+  assert.equal(ips.filter((x) => x.primary).length, 1);
+  assert.ok(ips.every((x) => x.assignedAt === 0), "settled, as the launch was long ago");
+  assert.equal(primary(launched({ prefixes: 2 })).prefixes.length, 2);
+  // m5.large takes 10 addresses per ENI; a Xen type takes no prefix; not both at once.
+  assert.throws(() => launched({ secondaryIps: 10 }), /instances\[0\]\.secondaryIps/);
+  assert.throws(() => launched({ prefixes: 1 }, "m4.large"), /instances\[0\]\.prefixes.*Prefix/);
+  assert.throws(() => launched({ secondaryIps: 1, prefixes: 1 }), /InvalidParameterCombination/);
+});

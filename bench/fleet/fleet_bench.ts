@@ -16,8 +16,10 @@
  * 0.1), VPCNI_FLEET_CHURN_SECONDS (AWS seconds of (b), default 600), VPCNI_FLEET_SCENARIOS
  * (default abcd), VPCNI_FLEET_SIDES (default vpcni,baseline), VPCNI_FLEET_POOL (JSON merged
  * into vpcni's pool, e.g. '{"prefixDelegation":true}'), VPCNI_FLEET_JITTER_SECONDS (vpcni's
- * start-up jitter, default 0), VPCNI_FLEET_ADD_TIMEOUT (AWS seconds an ADD may wait before it
- * fails with code 11, both sides; default 20, the daemon's addTimeoutSeconds).
+ * startJitterSeconds knob, default the daemon's), VPCNI_FLEET_ADD_TIMEOUT (AWS seconds an ADD
+ * may wait before it fails with code 11, both sides; default 20, the daemon's
+ * addTimeoutSeconds), VPCNI_FLEET_LAUNCH (JSON: addresses each node's primary ENI gets at
+ * launch, '{"secondaryIps":14}' or '{"prefixes":3}'; default none).
  *
  * @module
  */
@@ -38,7 +40,9 @@ const CHURN_SECONDS = Number(env("VPCNI_FLEET_CHURN_SECONDS", "600"));
 const SCENARIOS = env("VPCNI_FLEET_SCENARIOS", "abcd");
 const SIDES = env("VPCNI_FLEET_SIDES", "vpcni,baseline").split(",");
 const POOL = JSON.parse(env("VPCNI_FLEET_POOL", "{}"));
-const JITTER = Number(env("VPCNI_FLEET_JITTER_SECONDS", "0"));
+const JITTER_TEXT = Deno.env.get("VPCNI_FLEET_JITTER_SECONDS");
+const JITTER = JITTER_TEXT === undefined ? undefined : Number(JITTER_TEXT);
+const LAUNCH = JSON.parse(env("VPCNI_FLEET_LAUNCH", "{}"));
 const PODS_PER_NODE = 30;
 const POD_RATE = 5; // pods per AWS-second on a node coming up
 const CHURN_RATE = 10; // pods per AWS-second across the fleet
@@ -166,6 +170,15 @@ function settledMemory() {
   return Deno.memoryUsage();
 }
 
+/** The daemons' counters summed over the nodes (undefined for the baseline). */
+async function sumCounters(nodes: (FleetNode | undefined)[]) {
+  const out: Record<string, number> = {};
+  for (const n of nodes) {
+    for (const [k, v] of Object.entries(await n?.counters?.() ?? {})) out[k] = (out[k] ?? 0) + v;
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
 async function stopAll(nodes: (FleetNode | undefined)[]) {
   await Promise.all(nodes.map((n) => n?.stop()));
 }
@@ -194,7 +207,7 @@ try {
     for (const sideName of SIDES) {
       const dir = `${root}/${sideName}-${withErrors ? "d" : "abc"}`;
       const side = sides[sideName](dir);
-      const sim = await startFleetSim(N, S, withErrors ? 0.1 : 0);
+      const sim = await startFleetSim(N, S, withErrors ? 0.1 : 0, LAUNCH);
       const phase = (name: string) => new PhaseRecorder(name, side.name, sim, S);
       try {
         const a = phase(
@@ -205,6 +218,7 @@ try {
         const after = settledMemory();
         a.memoryPerNodeKib = (after.heapUsed - heapBefore) / 1024 / N;
         a.rssMib = after.rss / 1024 / 1024;
+        a.daemonCounters = await sumCounters(nodes);
         results.push(a.finish());
         if (!withErrors && SCENARIOS.includes("b")) {
           const b = phase(`(b) churn ${CHURN_RATE}/s for ${CHURN_SECONDS} s`);
@@ -232,6 +246,7 @@ const text = renderReport(results, {
   wallSeconds: (performance.now() - wallStart) / 1000,
   pool: POOL,
   jitterSeconds: JITTER,
+  launch: LAUNCH,
   addTimeoutSeconds: ADD_TIMEOUT,
 });
 console.log(text);

@@ -32,6 +32,8 @@ export interface PhaseStats {
   wallSeconds: number;
   /** 99th percentile of event-loop lateness in wall ms (large: the clock did not hold). */
   loopLagP99Ms: number;
+  /** The daemons' own counters summed over the nodes (vpcni: ENI deletes, failed growths). */
+  daemonCounters?: Record<string, number>;
 }
 
 /** The q-quantile of `xs` (0 for none). */
@@ -50,6 +52,7 @@ export class PhaseRecorder {
   warmAfterMinutes?: number;
   memoryPerNodeKib?: number;
   rssMib?: number;
+  daemonCounters?: Record<string, number>;
   #times: number[] = [];
   #failed = 0;
   #nodeFailures: string[] = [];
@@ -127,6 +130,7 @@ export class PhaseRecorder {
       rssMib: this.rssMib,
       wallSeconds: (performance.now() - this.#start) / 1000,
       loopLagP99Ms: quantile(this.#lags, 0.99),
+      daemonCounters: this.daemonCounters,
     };
     console.error(`[fleet] ${JSON.stringify(s)}`);
     return s;
@@ -154,7 +158,8 @@ export function renderReport(
     scale: number;
     wallSeconds: number;
     pool: Record<string, unknown>;
-    jitterSeconds: number;
+    jitterSeconds: number | undefined;
+    launch: Record<string, unknown>;
     addTimeoutSeconds: number;
   },
 ): string {
@@ -165,7 +170,9 @@ export function renderReport(
     `m5.xlarge nodes; the simulator's account limits on (ENI/IP actions 100 burst, 5/s; other ` +
     `mutating 50, 5/s; Describe 100, 20/s); AWS-like latencies as bench/ipam. AWS time × ` +
     `${o.scale} = wall time. vpcni pool: ${JSON.stringify({ warmEnis: 1, ...o.pool })}, ` +
-    `start-up jitter ${o.jitterSeconds} s; an ADD fails (code 11) after ${o.addTimeoutSeconds} s. Whole run: ${
+    `startJitterSeconds ${o.jitterSeconds ?? "default (120)"}; primary ENI at launch: ${
+      Object.keys(o.launch).length ? JSON.stringify(o.launch) : "no secondary addresses"
+    }; an ADD fails (code 11) after ${o.addTimeoutSeconds} s. Whole run: ${
       o.wallSeconds.toFixed(0)
     } s wall.`,
     "",
@@ -191,6 +198,16 @@ export function renderReport(
     const by = Object.entries(r.calls).sort((a, b) => b[1] - a[1])
       .map(([a, n]) => `${SHORT[a] ?? a} ${n}`).join(", ");
     lines.push(`| ${r.phase} | ${r.side} | ${by} |`);
+  }
+  const counted = rows.filter((r) => r.daemonCounters && Object.keys(r.daemonCounters).length);
+  if (counted.length) {
+    lines.push("", "The daemons' counters, summed over the nodes:", "");
+    lines.push("| scenario | contender | counters |", "|---|---|---|");
+    for (const r of counted) {
+      const by = Object.entries(r.daemonCounters!).sort((a, b) => b[1] - a[1])
+        .map(([k, n]) => `${k} ${n}`).join(", ");
+      lines.push(`| ${r.phase} | ${r.side} | ${by} |`);
+    }
   }
   return lines.join("\n");
 }

@@ -29,8 +29,19 @@ export function instanceId(i: number): string {
   return `i-0f${i.toString(16).padStart(15, "0")}`;
 }
 
-/** A VPC 10.0.0.0/16 cut into 8 /19 node subnets, and `n` m5.xlarge instances over them. */
-export function fleetScenario(n: number): ScenarioInput {
+/** Addresses a launch template gives each node's primary ENI at RunInstances. */
+export interface LaunchAddresses {
+  /** SecondaryPrivateIpAddressCount. */
+  secondaryIps?: number;
+  /** Ipv4PrefixCount. */
+  prefixes?: number;
+}
+
+/**
+ * A VPC 10.0.0.0/16 cut into 8 /19 node subnets, and `n` m5.xlarge instances over them, each
+ * launched with `launch`'s addresses on its primary ENI.
+ */
+export function fleetScenario(n: number, launch: LaunchAddresses = {}): ScenarioInput {
   const subnets = [...Array(SUBNET_COUNT)].map((_, k) => ({
     id: `subnet-0f${k.toString(16).padStart(6, "0")}`,
     cidr: `10.0.${k * 32}.0/19`,
@@ -48,6 +59,7 @@ export function fleetScenario(n: number): ScenarioInput {
       subnet: subnets[i % SUBNET_COUNT].id,
       securityGroups: ["sg-0f000001"],
       az: "us-east-1a",
+      ...launch,
     })),
   };
 }
@@ -57,10 +69,11 @@ export async function startFleetSim(
   n: number,
   scale: number,
   errorRate = 0,
+  launch: LaunchAddresses = {},
 ): Promise<SimServer> {
   const t0 = performance.now();
   const sim = await startSim({
-    scenario: fleetScenario(n),
+    scenario: fleetScenario(n, launch),
     // The account's buckets refill on AWS time.
     clock: () => (performance.now() - t0) / scale,
   });
@@ -102,6 +115,8 @@ export interface FleetNode {
   atWarmTarget(): boolean;
   /** Pods holding an address on this node. */
   pods(): string[];
+  /** vpcni only: the daemon's counters of deleted ENIs by reason and failed growths by code. */
+  counters?(): Promise<Record<string, number>>;
   stop(): Promise<void>;
 }
 
@@ -122,6 +137,9 @@ function cloudFor(sim: SimServer, i: number, scale: number) {
   return createAwsCloud({
     ec2Endpoint: sim.ec2Endpoint,
     imdsEndpoint: sim.imdsEndpointFor(instanceId(i)),
+    // A node's IMDS answers in milliseconds; here a thousand of them share one loaded process,
+    // whose late answers would otherwise fail daemon starts that a real node never sees.
+    imds: { timeoutMs: 20_000, attemptTimeoutMs: 5_000 },
     ec2: {
       credentials: { accessKeyId: "fleet", secretAccessKey: "fleet" },
       buckets: scaledBuckets(scale),
@@ -131,7 +149,10 @@ function cloudFor(sim: SimServer, i: number, scale: number) {
   });
 }
 
-/** vpcni: the node core with the daemon's defaults (one pool, warmEnis 1), periods scaled. */
+/**
+ * vpcni: the node core with the daemon's defaults (one pool, warmEnis 1), periods scaled;
+ * `startJitterSeconds` is the daemon's knob (its default when absent).
+ */
 export function vpcniSide(
   root: string,
   o: SideOptions & { pool?: Record<string, unknown>; startJitterSeconds?: number },
@@ -153,6 +174,9 @@ export function vpcniSide(
           ec2ResyncSeconds: 600 * S,
           leakedEniGraceSeconds: 300 * S,
           addTimeoutSeconds: o.addTimeoutSeconds * S,
+          ...(o.startJitterSeconds === undefined
+            ? {}
+            : { startJitterSeconds: o.startJitterSeconds * S }),
           // A whole number of seconds, as the knob demands.
           pools: [{
             name: "default",
@@ -166,7 +190,6 @@ export function vpcniSide(
       const live = previous ? new Set(previous.pods()) : new Set<string>();
       const core: NodeCore = await startNodeCore(cfg, () => cloudFor(sim, i, S), {
         imdsSettleMs: IMDS_SETTLE_MS * S,
-        startJitterMs: (o.startJitterSeconds ?? 0) * 1000 * S,
         timeScale: S,
       });
       const view = core.daemon.pools.view;
@@ -183,6 +206,17 @@ export function vpcniSide(
         atWarmTarget: () =>
           view.warm("default").shortfall <= 0 || !!view.growth("default").exhausted,
         pods: () => [...live],
+        async counters() {
+          const out: Record<string, number> = {};
+          const m = core.daemon.metrics;
+          for (const v of (await m.enisDeleted.get()).values) {
+            out[`ENI deleted: ${v.labels.reason}`] = v.value;
+          }
+          for (const v of (await m.growFailures.get()).values) {
+            out[`growth failed: ${v.labels.code}`] = v.value;
+          }
+          return out;
+        },
         stop: () => core.stop(),
       };
     },

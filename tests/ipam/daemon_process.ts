@@ -43,6 +43,7 @@ export async function writeChildConfig(
       imdsEndpoint: sim.imdsEndpointFor(INSTANCE),
       reconcileIntervalSeconds: 0.2,
       leakedEniGraceSeconds: 0,
+      startJitterSeconds: 0,
       ec2ResyncSeconds: 1,
       logLevel: "info",
       // A kubelet on the test machine must not see these daemons.
