@@ -38,7 +38,7 @@ Deno.test("attach throttled: the created ENI is attached by the next growth, not
     sim.faults.throttle = false;
     sim.faults.actionBuckets = {};
     for (const r of await Promise.all(pods)) assert.ok(r.ok, JSON.stringify(r));
-    assert.ok(await eventually(() => core.daemon.pools.ctx.state.enis.size === 2, 10_000));
+    assert.ok(await eventually(() => core.daemon.pools.growth.ctx.state.enis.size === 2, 10_000));
     const created = count("CreateNetworkInterface");
     assert.equal(count("DeleteNetworkInterface"), 0, "no ENI deleted");
     assert.equal(created, 1, `one ENI created, not ${created}`);

@@ -84,8 +84,7 @@ async function addAll(core: NodeCore, names: string[]): Promise<string[]> {
 }
 
 const settled = (core: NodeCore) => {
-  const pools = core.daemon.pools;
-  return pools.shortfallOf(pools.pools.get("default")!).shortfall <= 0;
+  return core.daemon.pools.view.warm("default").shortfall <= 0;
 };
 
 const names = (prefix: string, n: number) => [...Array(n)].map((_, i) => `${prefix}${i}`);
@@ -99,7 +98,7 @@ Deno.test("imds start: a cold node and its restart make no Describe call; the re
     const first = await addAll(core, names("a", 20));
     assert.ok(await eventually(() => settled(core), 15_000));
     assert.deepEqual(w.describes(), {}, "limits from the table, the node from IMDS");
-    const enis = [...core.daemon.pools.ctx.state.enis.keys()].sort();
+    const enis = [...core.daemon.pools.growth.ctx.state.enis.keys()].sort();
     assert.ok(enis.length >= 2, "20 pods need a second ENI");
     await core.stop();
     await new Promise((r) => setTimeout(r, 300)); // past the IMDS settle time of this run
@@ -108,7 +107,7 @@ Deno.test("imds start: a cold node and its restart make no Describe call; the re
     core = await w.start({ imdsSettleMs: 200 });
     assert.deepEqual(w.describes(), {}, "the restart reads IMDS and the checkpoint");
     assert.equal(core.daemon.report.kept, 20);
-    assert.deepEqual([...core.daemon.pools.ctx.state.enis.keys()].sort(), enis);
+    assert.deepEqual([...core.daemon.pools.growth.ctx.state.enis.keys()].sort(), enis);
     const more = await addAll(core, names("b", 5));
     const owned = ownedBy(w.sim);
     for (const ip of more) {
@@ -128,7 +127,7 @@ Deno.test("imds start: a restart asks EC2 when IMDS could lag the last change, o
     let core = await w.start();
     await addAll(core, names("a", 20));
     assert.ok(await eventually(() => settled(core), 15_000));
-    const enis = [...core.daemon.pools.ctx.state.enis.keys()].sort();
+    const enis = [...core.daemon.pools.growth.ctx.state.enis.keys()].sort();
     await core.stop();
     w.sim.stats.ec2.clear();
     // Within IMDS's settle time (10 s by default) of the last mutating call: EC2 is asked.
@@ -145,7 +144,7 @@ Deno.test("imds start: a restart asks EC2 when IMDS could lag the last change, o
     core = await w.start({ imdsSettleMs: 200 });
     assert.equal(w.describes().DescribeNetworkInterfaces, 1);
     assert.equal(core.daemon.report.kept, 20);
-    assert.deepEqual([...core.daemon.pools.ctx.state.enis.keys()].sort(), enis);
+    assert.deepEqual([...core.daemon.pools.growth.ctx.state.enis.keys()].sort(), enis);
   } finally {
     await w.close();
   }
@@ -185,7 +184,7 @@ Deno.test("imds start: a type the embedded table lacks is asked once, and a rest
     w.sim.stats.ec2.clear();
     core = await w.start({ imdsSettleMs: 200 });
     assert.equal(w.describes().DescribeInstanceTypes, undefined);
-    assert.equal(core.daemon.pools.ctx.maxEnis, 3);
+    assert.equal(core.daemon.pools.growth.ctx.maxEnis, 3);
   } finally {
     await w.close();
   }
