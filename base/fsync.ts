@@ -27,15 +27,18 @@ export async function fsyncPath(path: string): Promise<void> {
  * Writes `bytes` to `path` so that a crash leaves the old file or the new one, never a part:
  * a temp file in the same directory (same filesystem), every byte written and fsynced, `mode`
  * set, renamed over `path`, then the directory flushed. When any step fails the temp file is
- * removed and the old file is untouched.
+ * removed and the old file is untouched. The temp file is named after `path` and this process
+ * (so two writers never share one) unless `tmpName` is given: a writer that holds a lock can
+ * reuse one name, so a crash never leaves more than one temp file behind.
  */
 export async function writeFileAtomic(
   path: string,
   bytes: Uint8Array,
   mode: number,
+  tmpName?: string,
 ): Promise<void> {
   const dir = path.replace(/\/[^/]*$/, "") || "/";
-  const tmp = `${dir}/.${path.slice(dir.length + 1)}.tmp-${Deno.pid}`;
+  const tmp = `${dir}/${tmpName ?? `.${path.slice(dir.length + 1)}.tmp-${Deno.pid}`}`;
   const f = await Deno.open(tmp, { write: true, create: true, truncate: true, mode });
   try {
     // A write may take fewer bytes than it was given; a short file must never be renamed in.

@@ -7,6 +7,7 @@
  * @module
  */
 import { z } from "zod";
+import { writeFileAtomic } from "../base/fsync.ts";
 
 /** Current checkpoint schema version. */
 export const CHECKPOINT_VERSION = 1;
@@ -124,28 +125,13 @@ export async function readCheckpoint(stateDir: string): Promise<Checkpoint | und
   return r.data;
 }
 
-/** Writes `doc` to `stateDir` atomically. */
+/**
+ * Writes `doc` to `stateDir` atomically (base/fsync.ts). One temp name: only the daemon that
+ * holds the state dir's lock writes here.
+ */
 export async function writeCheckpointAtomic(stateDir: string, doc: Checkpoint): Promise<void> {
-  const path = `${stateDir}/${CHECKPOINT_FILE}`;
-  const tmp = `${stateDir}/.${CHECKPOINT_FILE}.tmp`;
-  const f = await Deno.open(tmp, { write: true, create: true, truncate: true, mode: 0o600 });
-  try {
-    await f.write(new TextEncoder().encode(JSON.stringify(doc)));
-    await f.sync();
-  } finally {
-    f.close();
-  }
-  await Deno.rename(tmp, path);
-  try {
-    const d = await Deno.open(stateDir, { read: true });
-    try {
-      await d.sync();
-    } finally {
-      d.close();
-    }
-  } catch {
-    // Some filesystems refuse fsync on a directory; the rename is still atomic there.
-  }
+  const bytes = new TextEncoder().encode(JSON.stringify(doc));
+  await writeFileAtomic(`${stateDir}/${CHECKPOINT_FILE}`, bytes, 0o600, `.${CHECKPOINT_FILE}.tmp`);
 }
 
 /** Coalescing writer: `save()` resolves once a write that began after the call is durable. */

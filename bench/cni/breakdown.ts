@@ -30,6 +30,7 @@ import {
   type IpamResponse,
   type PodAllocation,
 } from "../../proto/ipam.ts";
+import { loadAverage, runInNodeNetns, sh } from "./node_netns.ts";
 
 const ENI_MAC = "02:00:00:77:00:02";
 const decoder = new TextDecoder();
@@ -48,17 +49,6 @@ function procCpu(): { self: number; children: number } {
     self: (Number(f[11]) + Number(f[12])) * 10,
     children: (Number(f[13]) + Number(f[14])) * 10,
   };
-}
-
-async function sh(cmd: string[], env?: Record<string, string>): Promise<string> {
-  const out = await new Deno.Command(cmd[0], {
-    args: cmd.slice(1),
-    stdout: "piped",
-    stderr: "piped",
-    env,
-  }).output();
-  if (!out.success) throw new Error(`${cmd.join(" ")}: ${decoder.decode(out.stderr)}`);
-  return decoder.decode(out.stdout);
 }
 
 /** Execs `argv` as a runtime execs a plugin; returns wall ms, CPU ms and stdout. */
@@ -275,53 +265,17 @@ async function inner(n: number): Promise<void> {
 
 /** Runs the breakdown in a node netns of its own and prints a table. */
 async function outer(n: number): Promise<void> {
-  const node = `vcnk${Deno.pid % 10000}n`;
-  const load = async () => (await Deno.readTextFile("/proc/loadavg")).split(" ")[0];
-  const before = await load();
-  await sh(["ip", "netns", "add", node]);
-  try {
-    await sh(["ip", "-n", node, "link", "set", "lo", "up"]);
-    await sh([
-      "ip",
-      "-n",
-      node,
-      "link",
-      "add",
-      "eth0",
-      "address",
-      ENI_MAC,
-      "type",
-      "veth",
-      "peer",
-      "name",
-      "eth0p",
-    ]);
-    for (const l of ["eth0", "eth0p"]) await sh(["ip", "-n", node, "link", "set", l, "up"]);
-    const self = new URL(import.meta.url).pathname;
-    const text = await sh([
-      "ip",
-      "netns",
-      "exec",
-      node,
-      "deno",
-      "run",
-      "-A",
-      "--no-check",
-      self,
-      "--inner",
-      `--n=${n}`,
-    ]);
-    const figures = JSON.parse(text.trim().split("\n").pop()!) as Record<
-      string,
-      { ms?: number; cpu?: number }
-    >;
-    console.log(`| part (${n} rounds, load ${before} → ${await load()}) | wall ms | CPU ms |`);
-    console.log("|---|---|---|");
-    for (const [k, v] of Object.entries(figures)) {
-      console.log(`| ${k} | ${v.ms ?? ""} | ${v.cpu ?? ""} |`);
-    }
-  } finally {
-    await sh(["ip", "netns", "del", node]).catch(() => {});
+  const before = await loadAverage();
+  const figures = await runInNodeNetns<Record<string, { ms?: number; cpu?: number }>>(
+    `vcnk${Deno.pid % 10000}n`,
+    ENI_MAC,
+    new URL(import.meta.url).pathname,
+    [`--n=${n}`],
+  );
+  console.log(`| part (${n} rounds, load ${before} → ${await loadAverage()}) | wall ms | CPU ms |`);
+  console.log("|---|---|---|");
+  for (const [k, v] of Object.entries(figures)) {
+    console.log(`| ${k} | ${v.ms ?? ""} | ${v.cpu ?? ""} |`);
   }
 }
 

@@ -36,6 +36,7 @@
  */
 import { makeCniBinDir } from "../../tests/helpers/cni_launcher.ts";
 import { startIpamStandin } from "../../tests/helpers/ipam_standin.ts";
+import { loadAverage, runInNodeNetns, sh } from "./node_netns.ts";
 
 /** Figures for one side of a comparison. */
 export interface SideFigures {
@@ -130,17 +131,6 @@ function selfCpuMs(): number {
 /** CPU of the children reaped and of this process (the daemon's work), ms. */
 function cpuMs(): number {
   return childCpuMs() + selfCpuMs();
-}
-
-async function sh(cmd: string[]): Promise<string> {
-  const out = await new Deno.Command(cmd[0], {
-    args: cmd.slice(1),
-    stdout: "piped",
-    stderr: "piped",
-  })
-    .output();
-  if (!out.success) throw new Error(`${cmd.join(" ")}: ${decoder.decode(out.stderr)}`);
-  return decoder.decode(out.stdout);
 }
 
 /** One plugin invocation as a runtime makes it; returns wall ms. */
@@ -417,127 +407,91 @@ export async function benchCni(
 ): Promise<CniBenchResult> {
   const pairs = Math.max(20, opts.pairs ?? 21);
   const rounds = Math.max(1, opts.rounds ?? 3);
-  const node = `vcnb${Deno.pid % 10000}n`;
-  const load = async () => (await Deno.readTextFile("/proc/loadavg")).split(" ")[0];
-  const loadBefore = await load();
-  await sh(["ip", "netns", "add", node]);
-  try {
-    await sh(["ip", "-n", node, "link", "set", "lo", "up"]);
-    // The stand-in daemon reports its addresses on a primary ENI with this MAC.
-    await sh([
-      "ip",
-      "-n",
-      node,
-      "link",
-      "add",
-      "eth0",
-      "address",
-      STANDIN_ENI_MAC,
-      "type",
-      "veth",
-      "peer",
-      "name",
-      "eth0p",
-    ]);
-    for (const l of ["eth0", "eth0p"]) await sh(["ip", "-n", node, "link", "set", l, "up"]);
-    const self = new URL(import.meta.url).pathname;
-    const out = await sh([
-      "ip",
-      "netns",
-      "exec",
-      node,
-      "deno",
-      "run",
-      "-A",
-      "--no-check",
-      self,
-      "--inner",
-      `--pairs=${pairs}`,
-      `--rounds=${rounds}`,
-    ]);
-    const { emptyDenoMs, emptyDenoCpuMs, figures } = JSON.parse(out.trim().split("\n").pop()!) as {
-      emptyDenoMs: number;
-      emptyDenoCpuMs: number;
-      figures: Record<SideName, SideFigures>;
-    };
-    const ratio = (v: SideFigures) => ({
-      single: round2(v.pairMs / figures.ptp.pairMs),
-      concurrent50: round2(v.concurrent50Ms / figures.ptp.concurrent50Ms),
-      rss: round2(v.peakRssKiB / figures.ptp.peakRssKiB),
-      cpu: round2(v.cpuPairMs / figures.ptp.cpuPairMs),
-    });
-    const beyond = (v: SideFigures) => ({
-      add: round1(v.addMs - emptyDenoMs),
-      del: round1(v.delMs - emptyDenoMs),
-    });
-    const command = `deno run -A bench/cni/cni_bench.ts --pairs=${pairs} --rounds=${rounds}`;
-    const row = (label: string, v: SideFigures, r?: ReturnType<typeof ratio>) =>
-      `| ${label} | ${v.pairMs} | ${v.addMs} / ${v.delMs} | ${v.concurrent50Ms} | ${v.concurrent50CpuMs} ms | ${
-        Math.round(v.peakRssKiB / 1024)
-      } MiB | ${v.cpuPairMs} ms | ` +
-      (r ? `${r.single} | ${r.concurrent50} | ${r.cpu} |` : "1 | 1 | 1 |");
-    const markdown = [
-      "| CNI plugin (veth datapath) | ADD+DEL ms (median) | ADD / DEL ms | 50 concurrent ADDs ms | CPU of 50 ADDs | peak RSS | CPU per ADD+DEL | single ratio | 50-ADD ratio | CPU ratio |",
-      "|---|---|---|---|---|---|---|---|---|---|",
-      row("reference ptp + host-local", figures.ptp),
-      row(
-        "vpcni from main.ts's modules + host-local",
-        figures.vpcniHostLocal,
-        ratio(figures.vpcniHostLocal),
-      ),
-      row(
-        "vpcni from main.ts's modules + IPAM daemon protocol (stand-in daemon)",
-        figures.vpcniDaemon,
-        ratio(figures.vpcniDaemon),
-      ),
-      row(
-        "vpcni as installed (bundled plugin) + host-local",
-        figures.vpcniBundleHostLocal,
-        ratio(figures.vpcniBundleHostLocal),
-      ),
-      row(
-        "vpcni as installed (bundled plugin) + IPAM daemon protocol (stand-in daemon)",
-        figures.vpcniBundleDaemon,
-        ratio(figures.vpcniBundleDaemon),
-      ),
-      ...(figures.beforeDaemon
-        ? [row(
-          "before: VPCNI_BENCH_BEFORE's plugin + IPAM daemon protocol (stand-in daemon)",
-          figures.beforeDaemon,
-          ratio(figures.beforeDaemon),
-        )]
-        : []),
-      `| empty \`deno run\` | ${emptyDenoMs} per start | | | | | ${emptyDenoCpuMs} ms per start | | | |`,
-    ].join("\n");
-    return {
-      loadAverage: `${loadBefore} → ${await load()}`,
-      pairs,
-      rounds,
-      emptyDenoMs,
-      emptyDenoCpuMs,
-      ptp: figures.ptp,
-      vpcniHostLocal: figures.vpcniHostLocal,
-      vpcniDaemon: figures.vpcniDaemon,
-      vpcniBundleHostLocal: figures.vpcniBundleHostLocal,
-      vpcniBundleDaemon: figures.vpcniBundleDaemon,
-      beforeDaemon: figures.beforeDaemon,
-      ratios: {
-        hostLocal: ratio(figures.vpcniHostLocal),
-        daemon: ratio(figures.vpcniDaemon),
-        bundleHostLocal: ratio(figures.vpcniBundleHostLocal),
-        bundleDaemon: ratio(figures.vpcniBundleDaemon),
-        beforeDaemon: figures.beforeDaemon ? ratio(figures.beforeDaemon) : undefined,
-      },
-      beyondEmptyStart: {
-        hostLocal: beyond(figures.vpcniHostLocal),
-        daemon: beyond(figures.vpcniDaemon),
-      },
-      markdown,
-      command,
-    };
-  } finally {
-    await sh(["ip", "netns", "del", node]).catch(() => {});
-  }
+  const loadBefore = await loadAverage();
+  // The stand-in daemon reports its addresses on a primary ENI with this MAC.
+  const { emptyDenoMs, emptyDenoCpuMs, figures } = await runInNodeNetns<{
+    emptyDenoMs: number;
+    emptyDenoCpuMs: number;
+    figures: Record<SideName, SideFigures>;
+  }>(`vcnb${Deno.pid % 10000}n`, STANDIN_ENI_MAC, new URL(import.meta.url).pathname, [
+    `--pairs=${pairs}`,
+    `--rounds=${rounds}`,
+  ]);
+  const ratio = (v: SideFigures) => ({
+    single: round2(v.pairMs / figures.ptp.pairMs),
+    concurrent50: round2(v.concurrent50Ms / figures.ptp.concurrent50Ms),
+    rss: round2(v.peakRssKiB / figures.ptp.peakRssKiB),
+    cpu: round2(v.cpuPairMs / figures.ptp.cpuPairMs),
+  });
+  const beyond = (v: SideFigures) => ({
+    add: round1(v.addMs - emptyDenoMs),
+    del: round1(v.delMs - emptyDenoMs),
+  });
+  const command = `deno run -A bench/cni/cni_bench.ts --pairs=${pairs} --rounds=${rounds}`;
+  const row = (label: string, v: SideFigures, r?: ReturnType<typeof ratio>) =>
+    `| ${label} | ${v.pairMs} | ${v.addMs} / ${v.delMs} | ${v.concurrent50Ms} | ${v.concurrent50CpuMs} ms | ${
+      Math.round(v.peakRssKiB / 1024)
+    } MiB | ${v.cpuPairMs} ms | ` +
+    (r ? `${r.single} | ${r.concurrent50} | ${r.cpu} |` : "1 | 1 | 1 |");
+  const markdown = [
+    "| CNI plugin (veth datapath) | ADD+DEL ms (median) | ADD / DEL ms | 50 concurrent ADDs ms | CPU of 50 ADDs | peak RSS | CPU per ADD+DEL | single ratio | 50-ADD ratio | CPU ratio |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+    row("reference ptp + host-local", figures.ptp),
+    row(
+      "vpcni from main.ts's modules + host-local",
+      figures.vpcniHostLocal,
+      ratio(figures.vpcniHostLocal),
+    ),
+    row(
+      "vpcni from main.ts's modules + IPAM daemon protocol (stand-in daemon)",
+      figures.vpcniDaemon,
+      ratio(figures.vpcniDaemon),
+    ),
+    row(
+      "vpcni as installed (bundled plugin) + host-local",
+      figures.vpcniBundleHostLocal,
+      ratio(figures.vpcniBundleHostLocal),
+    ),
+    row(
+      "vpcni as installed (bundled plugin) + IPAM daemon protocol (stand-in daemon)",
+      figures.vpcniBundleDaemon,
+      ratio(figures.vpcniBundleDaemon),
+    ),
+    ...(figures.beforeDaemon
+      ? [row(
+        "before: VPCNI_BENCH_BEFORE's plugin + IPAM daemon protocol (stand-in daemon)",
+        figures.beforeDaemon,
+        ratio(figures.beforeDaemon),
+      )]
+      : []),
+    `| empty \`deno run\` | ${emptyDenoMs} per start | | | | | ${emptyDenoCpuMs} ms per start | | | |`,
+  ].join("\n");
+  return {
+    loadAverage: `${loadBefore} → ${await loadAverage()}`,
+    pairs,
+    rounds,
+    emptyDenoMs,
+    emptyDenoCpuMs,
+    ptp: figures.ptp,
+    vpcniHostLocal: figures.vpcniHostLocal,
+    vpcniDaemon: figures.vpcniDaemon,
+    vpcniBundleHostLocal: figures.vpcniBundleHostLocal,
+    vpcniBundleDaemon: figures.vpcniBundleDaemon,
+    beforeDaemon: figures.beforeDaemon,
+    ratios: {
+      hostLocal: ratio(figures.vpcniHostLocal),
+      daemon: ratio(figures.vpcniDaemon),
+      bundleHostLocal: ratio(figures.vpcniBundleHostLocal),
+      bundleDaemon: ratio(figures.vpcniBundleDaemon),
+      beforeDaemon: figures.beforeDaemon ? ratio(figures.beforeDaemon) : undefined,
+    },
+    beyondEmptyStart: {
+      hostLocal: beyond(figures.vpcniHostLocal),
+      daemon: beyond(figures.vpcniDaemon),
+    },
+    markdown,
+    command,
+  };
 }
 
 if (import.meta.main) {
