@@ -31,9 +31,9 @@ import {
   type PodAllocation,
 } from "../../proto/ipam.ts";
 import { loadAverage, runInNodeNetns, sh } from "./node_netns.ts";
+import { timedExec } from "./timed_exec.ts";
 
 const ENI_MAC = "02:00:00:77:00:02";
-const decoder = new TextDecoder();
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -54,24 +54,7 @@ function procCpu(): { self: number; children: number } {
 /** Execs `argv` as a runtime execs a plugin; returns wall ms, CPU ms and stdout. */
 async function exec(argv: string[], env: Record<string, string>, stdin: string) {
   const c0 = procCpu().children;
-  const t0 = performance.now();
-  const child = new Deno.Command(argv[0], {
-    args: argv.slice(1),
-    env,
-    clearEnv: true,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode(stdin));
-  await w.close();
-  const out = await child.output();
-  const ms = performance.now() - t0;
-  const stdout = decoder.decode(out.stdout);
-  if (!out.success) {
-    throw new Error(`${argv.join(" ")}: ${stdout} ${decoder.decode(out.stderr)}`);
-  }
+  const { ms, stdout } = await timedExec(argv, env, stdin, true);
   return { ms, cpu: procCpu().children - c0, stdout };
 }
 

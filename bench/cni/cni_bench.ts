@@ -37,6 +37,7 @@
 import { makeCniBinDir } from "../../tests/helpers/cni_launcher.ts";
 import { startIpamStandin } from "../../tests/helpers/ipam_standin.ts";
 import { loadAverage, runInNodeNetns, sh } from "./node_netns.ts";
+import { timedExec, type TimedRun } from "./timed_exec.ts";
 
 /** Figures for one side of a comparison. */
 export interface SideFigures {
@@ -99,7 +100,6 @@ export interface CniBenchResult {
 
 const CONCURRENT = 50;
 const STANDIN_ENI_MAC = "02:00:00:77:00:01";
-const decoder = new TextDecoder();
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -134,30 +134,13 @@ function cpuMs(): number {
 }
 
 /** One plugin invocation as a runtime makes it; returns wall ms. */
-async function execPlugin(
+function execPlugin(
   path: string,
   env: Record<string, string>,
   stdin: string,
   wrap: string[] = [],
-): Promise<{ ms: number; stdout: string; stderr: string }> {
-  const argv = [...wrap, path];
-  const t0 = performance.now();
-  const child = new Deno.Command(argv[0], {
-    args: argv.slice(1),
-    env,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode(stdin));
-  await w.close();
-  const out = await child.output();
-  const ms = performance.now() - t0;
-  const stdout = decoder.decode(out.stdout);
-  const stderr = decoder.decode(out.stderr);
-  if (!out.success) throw new Error(`${path} ${env.CNI_COMMAND} failed: ${stdout} ${stderr}`);
-  return { ms, stdout, stderr };
+): Promise<TimedRun> {
+  return timedExec([...wrap, path], env, stdin);
 }
 
 type SideName =
