@@ -64,8 +64,6 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {
-    Deno.env.set("AWS_ACCESS_KEY_ID", "test");
-    Deno.env.set("AWS_SECRET_ACCESS_KEY", "test");
     const node = await startDoctorNode();
     try {
       const pod = await node.addPod();
