@@ -320,6 +320,7 @@ function growthContext(
     foreignDeviceIndexes: new Set(report.foreignDeviceIndexes),
     reservedDeviceIndexes: new Set(),
     reservedSubnets: [],
+    spareEnis: [],
     creating: new Set(),
     subnets: facts.subnets,
     fullSubnets: new Map(),

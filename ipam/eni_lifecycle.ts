@@ -22,21 +22,10 @@ import { pickSubnet, podAddresses } from "./subnets.ts";
 import { log } from "./log.ts";
 import { THROTTLE_CODES } from "../aws/retry.ts";
 
-/**
- * ENIs created for a pool whose attach EC2 throttled (so did not run): the pool's next growth
- * attaches one of them instead of paying the account's CreateNetworkInterface bucket for
- * another and its DeleteNetworkInterface bucket for this one. One that is never needed again
- * is "available" with our tags: the leaked-ENI collector deletes it after its grace.
- */
-const spareEnis = new WeakMap<
-  GrowthContext,
-  { created: EniDescription; pool: string; subnet: SubnetInfo }[]
->();
-
+/** Takes an ENI created earlier for `pool` whose attach was throttled (`ctx.spareEnis`). */
 function takeSpare(ctx: GrowthContext, pool: string) {
-  const list = spareEnis.get(ctx) ?? [];
-  const i = list.findIndex((s) => s.pool === pool);
-  return i < 0 ? undefined : list.splice(i, 1)[0];
+  const i = ctx.spareEnis.findIndex((s) => s.pool === pool);
+  return i < 0 ? undefined : ctx.spareEnis.splice(i, 1)[0];
 }
 
 /** Drops one in-flight creation's hold on a subnet (see `GrowthContext.reservedSubnets`). */
@@ -180,9 +169,7 @@ async function attachAndFill(
   } catch (e) {
     ctx.creating.delete(created.id);
     if (THROTTLE_CODES.has(cloudErrorCode(e) ?? "")) {
-      const list = spareEnis.get(ctx) ?? [];
-      spareEnis.set(ctx, list);
-      list.push({ created, pool: pool.name, subnet });
+      ctx.spareEnis.push({ created, pool: pool.name, subnet });
       throw e;
     }
     await ctx.cloud.deleteEni(created.id).then(

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { type CloudApi, cloudErrorCode, type SubnetInfo } from "./cloud.ts";
+import { type CloudApi, cloudErrorCode, type EniDescription, type SubnetInfo } from "./cloud.ts";
 import type { DaemonConfig, PoolConfig, SubnetChoice } from "./config.ts";
 import type { DaemonMetrics } from "./metrics.ts";
 import { ipsPerEni, type ManagedEni, type NodeState } from "./node_state.ts";
@@ -44,6 +44,13 @@ export interface GrowthContext {
   reservedSubnets: string[];
   /** ENI ids created but not yet attached (the collector must not take them). */
   creating: Set<string>;
+  /**
+   * ENIs created for a pool whose attach EC2 throttled (so did not run): the pool's next
+   * growth attaches one of them instead of paying the account's CreateNetworkInterface bucket
+   * for another and its DeleteNetworkInterface bucket for this one. One never needed again is
+   * "available" with our tags: the leaked-ENI collector deletes it after its grace.
+   */
+  spareEnis: { created: EniDescription; pool: string; subnet: SubnetInfo }[];
   subnets: SubnetInfo[];
   /** Brings `subnets` up to date if it is stale (the daemon's cache; absent in some tests). */
   refreshSubnets?: () => Promise<void>;

@@ -325,6 +325,7 @@ export async function memoryNode(
       foreignDeviceIndexes: new Set(report.foreignDeviceIndexes),
       reservedDeviceIndexes: new Set(),
       reservedSubnets: [],
+      spareEnis: [],
       creating: new Set(),
       subnets,
       fullSubnets: new Map(),
