@@ -7,6 +7,7 @@
  */
 import { readCheckpoint } from "../../ipam/checkpoint.ts";
 import type { LaneCluster } from "./k8s_cluster.ts";
+import { nodeObjectsNaming } from "./node_objects.ts";
 
 /** The parts of a Pod the lane reads. */
 export interface PodJson {
@@ -86,15 +87,9 @@ export async function execIn(c: LaneCluster, pod: string, script: string) {
   return await c.kubectl(["exec", pod, "--", "/bin/sh", "-c", script]);
 }
 
-/** Lines of the node's rules, routes (all tables) and neighbours naming `ip`. */
-export async function nodeObjectsFor(c: LaneCluster, ip: string): Promise<string[]> {
-  const re = new RegExp(`(^|[^0-9.])${ip.replaceAll(".", "\\.")}([^0-9.]|$)`);
-  const out: string[] = [];
-  for (const args of [["rule"], ["route", "show", "table", "all"], ["neigh"]]) {
-    const r = await c.node.run(["ip", "-4", ...args]);
-    out.push(...r.stdout.split("\n").filter((l) => re.test(l)));
-  }
-  return out;
+/** Lines of the node's rules, routes (all tables) and permanent neighbours naming `ip`. */
+export function nodeObjectsFor(c: LaneCluster, ip: string): Promise<string[]> {
+  return nodeObjectsNaming(ip, async (args) => (await c.node.run(["ip", ...args])).stdout);
 }
 
 /** The node's host-side pod links (the conflist's hostVethPrefix is vpcni's default `vpc`). */

@@ -22,6 +22,7 @@ import {
 import { Containerd, runtimeBinaries } from "../helpers/runtime_containerd.ts";
 import { ipJson, run } from "../helpers/sh.ts";
 import { DEMO_INSTANCE } from "../../cli/demo_world.ts";
+import { nodeObjectsNaming } from "../helpers/node_objects.ts";
 
 const TAG = `vrt${Deno.pid % 100000}`;
 const HOST_VETH_PREFIX = RUNTIME_HOST_VETH_PREFIX;
@@ -49,13 +50,11 @@ async function hostPodLinks(node: RuntimeNode): Promise<string[]> {
 }
 
 /** Every rule and route (all tables) of the node that names `ip`, as text. */
-async function nodeObjectsFor(node: RuntimeNode, ip: string): Promise<string[]> {
-  const rules = await run(["ip", "-n", node.nodeNetns, "-4", "rule", "show"]);
-  const routes = await run(["ip", "-n", node.nodeNetns, "-4", "route", "show", "table", "all"]);
-  const neigh = await run(["ip", "-n", node.nodeNetns, "-4", "neigh", "show"]);
-  const re = new RegExp(`(^|[^0-9.])${ip.replaceAll(".", "\\.")}([^0-9.]|$)`);
-  return [...rules.stdout.split("\n"), ...routes.stdout.split("\n"), ...neigh.stdout.split("\n")]
-    .filter((l) => re.test(l));
+function nodeObjectsFor(node: RuntimeNode, ip: string): Promise<string[]> {
+  return nodeObjectsNaming(
+    ip,
+    async (args) => (await run(["ip", "-n", node.nodeNetns, ...args])).stdout,
+  );
 }
 
 /** libcni's result cache entries for a sandbox (containerd 1.6 keeps them in /var/lib/cni). */
