@@ -80,6 +80,13 @@ Deno.test({
   };
   const podListed = async (name: string) =>
     (await kubelet.listPods()).find((p) => p.name === `${name}-vpcni-node`);
+  // The kubelet lists a pod as soon as it knows it, before admission has handed it devices
+  // (a window that widened after a kubelet restart): admitted means listed with its device.
+  const admitted = async (name: string) =>
+    (await podListed(name))?.containers.some((c) =>
+      c.devices.some((d) => d.deviceIds.length > 0)
+    ) ??
+      false;
   try {
     // a holds the primary ENI and may add one more (b's ENI takes the second index); b holds
     // 2 addresses, has 1 empty slot, and may add the third ENI too (both count that index).
@@ -90,7 +97,7 @@ Deno.test({
     await kubelet.addStaticPod("pa", { "vpcni.io/a": 1 });
     await kubelet.addStaticPod("pb", { "vpcni.io/b": 1 });
     assert.ok(
-      await eventually(async () => !!(await podListed("pa")) && !!(await podListed("pb")), 30_000),
+      await eventually(async () => await admitted("pa") && await admitted("pb"), 30_000),
       await kubelet.logTail(20),
     );
     const paDevice = (await podListed("pa"))!.containers[0].devices[0];
@@ -145,7 +152,7 @@ Deno.test({
     // that asks for what is left.
     await kubelet.addStaticPod("pb2", { "vpcni.io/b": bFree + 1 });
     await kubelet.addStaticPod("pa2", { "vpcni.io/a": 1 });
-    assert.ok(await eventually(async () => !!(await podListed("pa2")), 30_000), "pa2 admitted");
+    assert.ok(await eventually(() => admitted("pa2"), 30_000), "pa2 admitted");
     const refused = (text: string) =>
       text.split("\n").some((l) =>
         l.includes("pb2-vpcni-node") && l.includes("devices unavailable for vpcni.io/b")
@@ -175,7 +182,7 @@ Deno.test({
     assert.ok(after.includes(paDevice.deviceIds[0]), "pa's device is still advertised");
     // pod-resources answers the restarted kubelet's pods at once: a new pod of b gets b.
     await kubelet.addStaticPod("pb3", { "vpcni.io/b": 1 });
-    assert.ok(await eventually(async () => !!(await podListed("pb3")), 30_000), "pb3 admitted");
+    assert.ok(await eventually(() => admitted("pb3"), 30_000), "pb3 admitted");
     // Until the restarted kubelet answers pod-resources, the ADD is told to try again, as the
     // runtime would; it must then get b, never the default pool.
     let pb3Answer = await stack.call({ ...addReq("pb3"), podName: "pb3-vpcni-node" });
