@@ -6,7 +6,12 @@
  *
  * @module
  */
-import { DEFAULT_IPAM_SOCKET } from "../proto/ipam.ts";
+import {
+  DEFAULT_ADD_TIMEOUT_MS,
+  DEFAULT_DAEMON_TIMEOUT_MS,
+  DEFAULT_IPAM_SOCKET,
+  MAX_DAEMON_TIMEOUT_MS,
+} from "../proto/ipam.ts";
 import { DATAPATH_KINDS, type DatapathKind } from "./datapath/types.ts";
 import { CniError, ErrorCode } from "./errors.ts";
 import {
@@ -47,7 +52,7 @@ export const CONFIG_DEFAULTS = {
   mtu: 9001,
   hostVethPrefix: "vpc",
   daemonSocket: DEFAULT_IPAM_SOCKET,
-  daemonTimeoutMs: 5000,
+  daemonTimeoutMs: DEFAULT_DAEMON_TIMEOUT_MS,
   logLevel: "warn" as LogLevel,
 };
 
@@ -66,7 +71,21 @@ export interface LogSettings {
 /** How vpcni reaches the IPAM daemon. */
 export interface DaemonSettings {
   socket: string;
+  /** Bound on a round trip of every verb but ADD. */
   timeoutMs: number;
+  /** Bound on an ADD's round trip, which may wait for the pool to grow. */
+  addTimeoutMs: number;
+}
+
+/**
+ * The daemon settings from a configured socket and bound: a configured `daemonTimeoutMs`
+ * bounds every verb; unset, ADD gets {@linkcode DEFAULT_ADD_TIMEOUT_MS}, the rest
+ * {@linkcode DEFAULT_DAEMON_TIMEOUT_MS}.
+ */
+export function daemonSettings(socket: string, configuredTimeoutMs?: number): DaemonSettings {
+  return configuredTimeoutMs === undefined
+    ? { socket, timeoutMs: DEFAULT_DAEMON_TIMEOUT_MS, addTimeoutMs: DEFAULT_ADD_TIMEOUT_MS }
+    : { socket, timeoutMs: configuredTimeoutMs, addTimeoutMs: configuredTimeoutMs };
 }
 
 /** Settings common to both roles (runtime-provided fields). */
@@ -132,7 +151,7 @@ const mainShape = {
   ),
   daemonSocket: withDefault(absolutePath, CONFIG_DEFAULTS.daemonSocket),
   daemonTimeoutMs: withDefault(
-    num({ int: true, min: 100, max: 120000 }),
+    num({ int: true, min: 100, max: MAX_DAEMON_TIMEOUT_MS }),
     CONFIG_DEFAULTS.daemonTimeoutMs,
   ),
   logFile: optional(absolutePath),
@@ -152,7 +171,7 @@ const ipamShape = {
   type: anyValue,
   daemonSocket: withDefault(absolutePath, CONFIG_DEFAULTS.daemonSocket),
   daemonTimeoutMs: withDefault(
-    num({ int: true, min: 100, max: 120000 }),
+    num({ int: true, min: 100, max: MAX_DAEMON_TIMEOUT_MS }),
     CONFIG_DEFAULTS.daemonTimeoutMs,
   ),
   routes: optional(arr(obj({ dst: ipv4Cidr, gw: optional(ipv4) }, { unknown: "reject" }))),
@@ -255,7 +274,10 @@ function parseMain(raw: Record<string, unknown>, cniVersion: string): MainPlugin
     serviceCidrs: c.serviceCidrs,
     nodeIps: c.nodeIps,
     hostVethPrefix: c.hostVethPrefix,
-    daemon: { socket: c.daemonSocket, timeoutMs: c.daemonTimeoutMs },
+    daemon: daemonSettings(
+      c.daemonSocket,
+      raw.daemonTimeoutMs === undefined ? undefined : c.daemonTimeoutMs,
+    ),
     logFile: c.logFile,
     logLevel: c.logLevel,
     dns: c.dns,
@@ -269,10 +291,10 @@ function parseMain(raw: Record<string, unknown>, cniVersion: string): MainPlugin
     if (type === "vpcni") {
       // The daemon serves the main plugin directly; the ipam section may tune the socket.
       const i = obj(ipamShape, { unknown: "reject" })(c.ipam, "ipam");
-      out.daemon = {
-        socket: c.ipam.daemonSocket !== undefined ? i.daemonSocket : out.daemon.socket,
-        timeoutMs: c.ipam.daemonTimeoutMs !== undefined ? i.daemonTimeoutMs : out.daemon.timeoutMs,
-      };
+      const socket = c.ipam.daemonSocket !== undefined ? i.daemonSocket : out.daemon.socket;
+      out.daemon = c.ipam.daemonTimeoutMs !== undefined
+        ? daemonSettings(socket, i.daemonTimeoutMs)
+        : { ...out.daemon, socket };
       if (c.ipam.daemonSocket !== undefined) checkSocketPath(i.daemonSocket, "ipam.daemonSocket");
     } else {
       out.delegateIpam = { type };
@@ -289,7 +311,10 @@ function parseIpamRole(raw: Record<string, unknown>, cniVersion: string): IpamPl
   return {
     ...runtimeFields(raw, cniVersion),
     role: "ipam",
-    daemon: { socket: i.daemonSocket, timeoutMs: i.daemonTimeoutMs },
+    daemon: daemonSettings(
+      i.daemonSocket,
+      ipam.daemonTimeoutMs === undefined ? undefined : i.daemonTimeoutMs,
+    ),
     routes: i.routes?.map((r) => (r.gw === undefined ? { dst: r.dst } : { dst: r.dst, gw: r.gw })),
     logFile: i.logFile,
     logLevel: i.logLevel,

@@ -20,7 +20,12 @@ Deno.test("a minimal main config gets the documented defaults", () => {
   assert.equal(c.datapath, CONFIG_DEFAULTS.datapath);
   assert.equal(c.mtu, 9001);
   assert.equal(c.hostVethPrefix, "vpc");
-  assert.deepEqual(c.daemon, { socket: "/run/vpcni/ipam.sock", timeoutMs: 5000 });
+  // An ADD may wait for the pool to grow: its bound is the CRI's, not the other verbs'.
+  assert.deepEqual(c.daemon, {
+    socket: "/run/vpcni/ipam.sock",
+    timeoutMs: 5000,
+    addTimeoutMs: 120_000,
+  });
   assert.equal(c.delegateIpam, undefined);
 });
 
@@ -46,6 +51,8 @@ Deno.test("a full main config with delegation, capabilities and runtime fields",
   assert.equal(c.role, "main");
   if (c.role !== "main") return;
   assert.equal(c.datapath, "veth");
+  // A configured bound is every verb's, ADD's too.
+  assert.deepEqual(c.daemon, { socket: "/tmp/x.sock", timeoutMs: 250, addTimeoutMs: 250 });
   assert.deepEqual(c.delegateIpam, { type: "host-local" });
   assert.deepEqual(c.annotations, { "vpcni.io/pool": "db" });
   assert.deepEqual(c.validAttachments, [{ containerId: "c1", ifName: "eth0" }]);
@@ -64,7 +71,27 @@ Deno.test("ipam.type vpcni under another plugin is the IPAM role", () => {
   assert.equal(c.role, "ipam");
   if (c.role !== "ipam") return;
   assert.equal(c.daemon.socket, "/tmp/d.sock");
+  assert.equal(c.daemon.addTimeoutMs, 120_000);
   assert.deepEqual(c.routes, [{ dst: "10.0.0.0/8" }]);
+});
+
+Deno.test("daemonTimeoutMs in the main plugin's ipam section bounds ADD too", () => {
+  const c = parseConfig({
+    ...minimal,
+    daemonTimeoutMs: 900,
+    ipam: { type: "vpcni", daemonTimeoutMs: 3000 },
+  });
+  assert.deepEqual(c.daemon, {
+    socket: "/run/vpcni/ipam.sock",
+    timeoutMs: 3000,
+    addTimeoutMs: 3000,
+  });
+  const kept = parseConfig({ ...minimal, daemonTimeoutMs: 900, ipam: { type: "vpcni" } });
+  assert.deepEqual(kept.daemon, {
+    socket: "/run/vpcni/ipam.sock",
+    timeoutMs: 900,
+    addTimeoutMs: 900,
+  });
 });
 
 const bad: [string, Record<string, unknown>, number, RegExp][] = [

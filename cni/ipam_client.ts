@@ -84,7 +84,9 @@ export class IpamClient {
 
   /** Reserves an address for an attachment (ADD). */
   add(req: Unversioned<IpamAddRequest>): PodAllocation {
-    const body = this.#post(req);
+    // The daemon learns the bound so that it answers within it (proto/ipam.ts `waitMs`).
+    const bound = this.#settings.addTimeoutMs;
+    const body = this.#post({ ...req, waitMs: bound }, bound);
     return this.#parse(parseAllocation, body.allocation, "allocation");
   }
 
@@ -125,8 +127,11 @@ export class IpamClient {
     return parseAnswer(parser, value, path, this.#settings.socket);
   }
 
-  #post(req: Record<string, unknown>): Record<string, unknown> {
-    const { socket, timeoutMs } = this.#settings;
+  #post(
+    req: Record<string, unknown>,
+    timeoutMs = this.#settings.timeoutMs,
+  ): Record<string, unknown> {
+    const { socket } = this.#settings;
     const payload = JSON.stringify({ version: IPAM_PROTOCOL_VERSION, ...req });
     let text: string;
     let status: number;

@@ -33,9 +33,12 @@ import { isSupportedVersion, LATEST_CNI_VERSION } from "./versions.ts";
 import {
   CNI_PROTOCOL_VERSION,
   DAEMON_ERROR_CODES,
+  DEFAULT_ADD_TIMEOUT_MS,
+  DEFAULT_DAEMON_TIMEOUT_MS,
   DEFAULT_IPAM_SOCKET,
   IPAM_PATH,
   MAX_DAEMON_ANSWER_BYTES,
+  MAX_DAEMON_TIMEOUT_MS,
 } from "../proto/ipam.ts";
 import { concatBytes } from "../base/bytes.ts";
 
@@ -62,8 +65,6 @@ export interface ThinOptions {
 const STDIN_LIMIT = 1024 * 1024;
 /** The socket path's bound: a unix socket address. */
 const SOCKET_PATH_MAX = 107;
-/** The daemon's bound on each round trip unless `daemonTimeoutMs` says otherwise. */
-const DEFAULT_TIMEOUT_MS = 5000;
 
 const VERBS = new Set(["ADD", "DEL", "CHECK", "GC", "STATUS"]);
 
@@ -90,10 +91,12 @@ function field(o: unknown, k: string): unknown {
 }
 
 /**
- * The daemon to forward to, or undefined when the full plugin must serve this configuration
- * (a delegated IPAM plugin, or a daemon setting it would refuse with its own message).
+ * The daemon to forward `verb` to, or undefined when the full plugin must serve this
+ * configuration (a delegated IPAM plugin, or a daemon setting it would refuse with its own
+ * message). The bound is the full plugin's (cni/config.ts `daemonSettings`): a configured
+ * `daemonTimeoutMs`, else a longer one for ADD, which may wait for the pool to grow.
  */
-function routeOf(raw: unknown): Route | undefined {
+function routeOf(raw: unknown, verb: string): Route | undefined {
   const type = field(raw, "type");
   const ipam = field(raw, "ipam");
   const ipamType = field(ipam, "type");
@@ -110,14 +113,14 @@ function routeOf(raw: unknown): Route | undefined {
     return undefined;
   }
   socket ??= DEFAULT_IPAM_SOCKET;
-  timeout ??= DEFAULT_TIMEOUT_MS;
+  timeout ??= verb === "ADD" ? DEFAULT_ADD_TIMEOUT_MS : DEFAULT_DAEMON_TIMEOUT_MS;
   if (
     typeof socket !== "string" || !socket.startsWith("/") ||
     new TextEncoder().encode(socket).length > SOCKET_PATH_MAX || socket.includes("\0")
   ) return undefined;
   if (
     typeof timeout !== "number" || !Number.isInteger(timeout) || timeout < 100 ||
-    timeout > 120000
+    timeout > MAX_DAEMON_TIMEOUT_MS
   ) return undefined;
   const quiet = field(raw, "logFile") !== undefined || field(ipam, "logFile") !== undefined;
   return { socket, timeoutMs: timeout, cniVersion, quiet };
@@ -286,7 +289,7 @@ export async function runThinPlugin(opts: ThinOptions): Promise<number> {
   } catch {
     return await full();
   }
-  const route = routeOf(raw);
+  const route = routeOf(raw, command);
   if (!route) return await full();
   const env: Record<string, string> = {};
   for (const name of CNI_VARS) {

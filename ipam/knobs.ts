@@ -93,7 +93,9 @@ export const KNOBS: KnobDoc[] = [
   {
     knob: "addTimeoutSeconds",
     def: "20",
-    doc: "how long an ADD waits for the pool to grow before answering code 11; > 0, at most 300",
+    doc: "how long an ADD waits for the pool to grow before answering code 11; > 0, at most " +
+      "300. Less when the plugin waits less for the answer (its `daemonTimeoutMs`; unset, " +
+      "120 s for ADD): the daemon answers within the plugin's bound",
   },
   {
     knob: "reconcileIntervalSeconds",

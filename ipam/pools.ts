@@ -184,7 +184,8 @@ export class PoolManager {
     const waiting = this.#waiters(pool);
     const start = performance.now();
     this.warm.recordAdd(pool);
-    const deadline = ctx.now() + ctx.cfg.addTimeoutSeconds * 1000;
+    const waitMs = addWaitMs(ctx.cfg.addTimeoutSeconds, req.waitMs);
+    const deadline = ctx.now() + waitMs;
     let waited = false;
     let counted = false; // among the pool's waiting ADDs, whose count sizes growth
     let grewOnce = false;
@@ -242,7 +243,9 @@ export class PoolManager {
     const exhausted = this.growth.status(pool).exhausted;
     const why = exhausted
       ? `${exhausted.reason}: ${exhausted.detail}`
-      : `pool did not grow within ${ctx.cfg.addTimeoutSeconds} s`;
+      : `pool did not grow within ${waitMs / 1000} s` + (waitMs < ctx.cfg.addTimeoutSeconds * 1000
+        ? ` (the plugin waits ${req.waitMs} ms for the answer: its daemonTimeoutMs)`
+        : "");
     log.warn("ADD {containerId} got no address from pool {pool}: {why}", {
       containerId: req.containerId,
       pool,
@@ -367,4 +370,15 @@ export class PoolManager {
       canGrow: this.growth.canGrow(rt.cfg.name),
     };
   }
+}
+
+/**
+ * How long an ADD waits for an address: `addTimeoutSeconds`, cut short so that the answer
+ * reaches a plugin that waits `clientWaitMs` in time, with room left for the wiring that
+ * follows the reservation (a quarter of the plugin's bound, at most 2 s).
+ */
+export function addWaitMs(addTimeoutSeconds: number, clientWaitMs?: number): number {
+  const own = addTimeoutSeconds * 1000;
+  if (clientWaitMs === undefined) return own;
+  return Math.max(0, Math.min(own, clientWaitMs - Math.min(2000, clientWaitMs / 4)));
 }

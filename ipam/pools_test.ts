@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import type { IpamResponse, PodAllocation } from "../proto/ipam.ts";
 import { addOf, keyOf, MemoryCloud, memoryNode } from "../tests/helpers/memory_cloud.ts";
+import { addWaitMs } from "./pools.ts";
 
 function allocationOf(r: IpamResponse): PodAllocation {
   assert.ok(r.ok && "allocation" in r, JSON.stringify(r));
@@ -140,4 +141,15 @@ Deno.test("ADD: the pool annotation picks the pool, and its address comes from i
   assert.notEqual(a.eni.deviceIndex, 0, "the primary ENI is the default pool's");
   const b = allocationOf(await node.pools.add(addOf("b")));
   assert.equal(b.eni.deviceIndex, 0);
+});
+
+Deno.test("ADD: the wait for an address ends early enough to answer within the plugin's bound", () => {
+  // An older plugin sends no bound: addTimeoutSeconds alone.
+  assert.equal(addWaitMs(20), 20_000);
+  // The default plugin waits 120 s for an ADD: the daemon's 20 s decide.
+  assert.equal(addWaitMs(20, 120_000), 20_000);
+  assert.equal(addWaitMs(300, 120_000), 118_000, "2 s are left for the wiring");
+  // A short daemonTimeoutMs: a quarter of it is left for the wiring and the answer.
+  assert.equal(addWaitMs(20, 3000), 2250);
+  assert.equal(addWaitMs(20, 100), 75);
 });

@@ -32,6 +32,23 @@ export const SPOKEN_PROTOCOL_VERSIONS: readonly number[] = [
 /** Where the daemon listens unless configured otherwise. */
 export const DEFAULT_IPAM_SOCKET = "/run/vpcni/ipam.sock";
 
+/**
+ * How long a plugin waits for the daemon's answer unless `daemonTimeoutMs` is configured, for
+ * every verb but ADD.
+ */
+export const DEFAULT_DAEMON_TIMEOUT_MS = 5_000;
+
+/**
+ * How long a plugin waits for an ADD's answer unless `daemonTimeoutMs` is configured. An ADD
+ * may wait for the pool to grow (the daemon's `addTimeoutSeconds`, and longer when EC2
+ * throttles the account), so its bound is the CRI's: the kubelet gives a sandbox 4 minutes,
+ * and half of that leaves room for its retry.
+ */
+export const DEFAULT_ADD_TIMEOUT_MS = 120_000;
+
+/** The largest `daemonTimeoutMs` a configuration may set. */
+export const MAX_DAEMON_TIMEOUT_MS = 120_000;
+
 /** The HTTP path every request is posted to. */
 export const IPAM_PATH = "/v1/ipam";
 
@@ -53,6 +70,13 @@ export interface IpamAddRequest extends AttachmentKey {
   podUid?: string;
   /** Pod annotations from the `io.kubernetes.cri.pod-annotations` capability. */
   annotations?: Record<string, string>;
+  /**
+   * How long the plugin waits for this answer, in ms. The daemon stops waiting for an address
+   * early enough to answer within it (and to wire the pod when it runs the invocation), so a
+   * pod never gets an address its runtime has stopped waiting for. Absent from older plugins:
+   * the daemon's `addTimeoutSeconds` alone bounds the wait then.
+   */
+  waitMs?: number;
 }
 
 /** DEL: release the reservation of an attachment; unknown attachments are a success. */

@@ -92,6 +92,7 @@ const requestParsers: { [Op in IpamRequest["op"]]: Parser<Extract<IpamRequest, {
     podName: optional(str()),
     podUid: optional(str()),
     annotations: optional(record(str())),
+    waitMs: optional(num({ int: true, min: 1, max: 3_600_000 })),
   }),
   del: obj({
     version: (): typeof IPAM_PROTOCOL_VERSION => IPAM_PROTOCOL_VERSION,

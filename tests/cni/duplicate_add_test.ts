@@ -7,11 +7,12 @@
  */
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
-import { ipJson, run, sh } from "../helpers/sh.ts";
+import { ipJson, run } from "../helpers/sh.ts";
 import { peerBin } from "../helpers/peers.ts";
 import type { TestNetns } from "../helpers/netns.ts";
-import { INSTANCE, type Stack, standardScenario, startStack } from "../ipam/harness.ts";
+import { nodeEniMacs, type Stack, standardScenario, startStack } from "../ipam/harness.ts";
 import {
+  addEniLinks,
   assertNoStack,
   makeNode,
   type PluginRun,
@@ -140,21 +141,8 @@ Deno.test("ptp + ipam vpcni: a second ADD of a live attachment is refused, the p
 Deno.test("vpcni main plugin: a second ADD of a live attachment is refused, the pod keeps working", async () => {
   await withDaemon(async (node, stack) => {
     const network = "vcn-dup-main";
-    // The node's ENIs as links with their MACs (the datapath finds an ENI's link by MAC):
-    // veths, as this kernel may lack the dummy driver.
-    const enis = [...stack.sim.state.enis.values()].filter((e) =>
-      e.attachment?.instanceId === INSTANCE
-    );
-    for (const [i, e] of enis.entries()) {
-      await sh(
-        ["ip", "link", "add", `eni${i}`, "mtu", "9001", "address", e.mac.toLowerCase()]
-          .concat(["type", "veth", "peer", "name", `eni${i}p`, "mtu", "9001"]),
-        { netns: node.node.name },
-      );
-      for (const l of [`eni${i}`, `eni${i}p`]) {
-        await sh(["ip", "link", "set", l, "up"], { netns: node.node.name });
-      }
-    }
+    // The node's ENIs as links with their MACs.
+    await addEniLinks(node, nodeEniMacs(stack));
     const conf = JSON.stringify({
       cniVersion: "1.1.0",
       name: network,

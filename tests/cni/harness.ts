@@ -182,3 +182,20 @@ export async function hostLocalReserved(dir: string, network: string): Promise<s
 export function networkName(tag: string): string {
   return `vcn-${tag}-${Deno.pid}-${Math.floor(Math.random() * 1e6)}`;
 }
+
+/**
+ * Gives the node a link for each ENI of `macs` (the datapath finds an ENI's link by MAC):
+ * veth pairs, up, as this kernel may lack the dummy driver.
+ */
+export async function addEniLinks(node: TestNode, macs: readonly string[]): Promise<void> {
+  for (const [i, mac] of macs.entries()) {
+    await sh(
+      ["ip", "link", "add", `eni${i}`, "mtu", "9001", "address", mac.toLowerCase()]
+        .concat(["type", "veth", "peer", "name", `eni${i}p`, "mtu", "9001"]),
+      { netns: node.node.name },
+    );
+    for (const l of [`eni${i}`, `eni${i}p`]) {
+      await sh(["ip", "link", "set", l, "up"], { netns: node.node.name });
+    }
+  }
+}

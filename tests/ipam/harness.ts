@@ -121,6 +121,13 @@ export interface Stack {
   close(): Promise<void>;
 }
 
+/** MACs of the ENIs attached to the test's instance now, in the simulator. */
+export function nodeEniMacs(stack: Stack): string[] {
+  return [...stack.sim.state.enis.values()]
+    .filter((e) => e.attachment?.instanceId === INSTANCE)
+    .map((e) => e.mac);
+}
+
 /** Fast retries for tests: the simulator answers at once, waiting 1 s per retry is waste. */
 export const FAST_RETRY = { retry: { baseDelayMs: 20, maxDelayMs: 200 } };
 

@@ -22,7 +22,11 @@ Deno.test("protocol: the plugin's IpamClient speaks to `vpcni serve` (add, check
     }),
     port,
   );
-  const client = new IpamClient({ socket: `${root}/ipam.sock`, timeoutMs: 10_000 });
+  const client = new IpamClient({
+    socket: `${root}/ipam.sock`,
+    timeoutMs: 10_000,
+    addTimeoutMs: 10_000,
+  });
   try {
     await daemon.ready();
     assert.ok(
