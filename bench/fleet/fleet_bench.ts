@@ -18,7 +18,8 @@
  * into vpcni's pool, e.g. '{"prefixDelegation":true}'), VPCNI_FLEET_JITTER_SECONDS (vpcni's
  * startJitterSeconds knob, default the daemon's), VPCNI_FLEET_ADD_TIMEOUT (AWS seconds an ADD
  * may wait before it fails with code 11, both sides; default 20, the daemon's
- * addTimeoutSeconds), VPCNI_FLEET_LAUNCH (JSON: addresses each node's primary ENI gets at
+ * addTimeoutSeconds; at most 118 s take effect, as the installed plugin waits 120 s for an ADD
+ * and the daemon keeps 2 s of it for the wiring), VPCNI_FLEET_LAUNCH (JSON: addresses each node's primary ENI gets at
  * launch, '{"secondaryIps":14}' or '{"prefixes":3}'; default none).
  *
  * @module

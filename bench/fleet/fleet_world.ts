@@ -17,6 +17,8 @@ import { resolveConfig } from "../../ipam/config.ts";
 import { type NodeCore, startNodeCore } from "../../ipam/node_core.ts";
 import { IMDS_SETTLE_MS } from "../../ipam/imds_check.ts";
 import { addReq, delReq } from "../../tests/ipam/harness.ts";
+import { addWaitMs } from "../../ipam/pools.ts";
+import { DEFAULT_ADD_TIMEOUT_MS } from "../../proto/ipam.ts";
 import { AwsCniWarmEniBaseline } from "../ipam/aws_cni_baseline.ts";
 
 /** Instance type of every node: 4 ENIs × 15 addresses, prefix delegation capable (Nitro). */
@@ -195,7 +197,11 @@ export function vpcniSide(
       const view = core.daemon.pools.view;
       return {
         async add(pod) {
-          const r = await core.request(addReq(pod));
+          // As the installed plugin sends it: its ADD bound, which caps the daemon's wait.
+          const r = await core.request({
+            ...addReq(pod),
+            waitMs: Math.round(DEFAULT_ADD_TIMEOUT_MS * S),
+          });
           if (r.ok) live.add(pod);
           return r.ok;
         },
@@ -238,7 +244,10 @@ export function baselineSide(o: SideOptions): FleetSide {
         ips,
         async add(pod) {
           try {
-            const r = await peer.add(o.addTimeoutSeconds * 1000 * o.scale);
+            // The same bound as vpcni's pods get: the kubelet's runtime waits no longer.
+            const r = await peer.add(
+              addWaitMs(o.addTimeoutSeconds, DEFAULT_ADD_TIMEOUT_MS) * o.scale,
+            );
             ips.set(pod, r.ip);
             return true;
           } catch {

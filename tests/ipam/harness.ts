@@ -6,7 +6,7 @@
  * @module
  */
 import { type ScenarioInput, type SimServer, startSim } from "../../aws/sim/mod.ts";
-import type { IpamRequest, IpamResponse } from "../../proto/ipam.ts";
+import type { IpamAddRequest, IpamRequest, IpamResponse } from "../../proto/ipam.ts";
 import { IPAM_PATH } from "../../proto/ipam.ts";
 import { resolveConfig } from "../../ipam/config.ts";
 import { createAwsCloud } from "../../ipam/aws_cloud.ts";
@@ -240,7 +240,7 @@ function dechunk(s: string): string {
 }
 
 /** An ADD request for pod `name`. */
-export function addReq(name: string, annotations?: Record<string, string>): IpamRequest {
+export function addReq(name: string, annotations?: Record<string, string>): IpamAddRequest {
   return {
     version: 1,
     op: "add",
