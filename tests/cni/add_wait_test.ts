@@ -9,38 +9,24 @@
  */
 import assert from "node:assert/strict";
 import { kernelState, linkNames } from "../helpers/cni_kernel_state.ts";
-import {
-  eventually,
-  nodeEniMacs,
-  type Stack,
-  standardScenario,
-  startStack,
-} from "../ipam/harness.ts";
-import { addEniLinks, makeNode, podEnv, runVpcni, type TestNode } from "./harness.ts";
+import { eventually, nodeEniMacs, type Stack } from "../ipam/harness.ts";
+import { addEniLinks, podEnv, runVpcni, type TestNode } from "./harness.ts";
+import { withDaemonNode } from "./daemon_node.ts";
 
 /** EC2's answer to the growth an ADD needs takes this long (AWS-side latency). */
 const SLOW_EC2_MS = 7_000;
 
-async function withSlowEc2(fn: (node: TestNode, stack: Stack) => Promise<void>): Promise<void> {
+const withSlowEc2 = (fn: (node: TestNode, stack: Stack) => Promise<void>) =>
   // No warm address: the first ADD needs EC2.
-  const stack = await startStack(standardScenario(), {
-    pools: [{ name: "default", warmIps: 0, warmEnis: 0, ipCooldownSeconds: 0 }],
-  });
-  try {
-    stack.sim.faults.latencyMs = { AssignPrivateIpAddresses: SLOW_EC2_MS };
-    const node = await makeNode();
-    // The primary ENI's link: the pool grows there.
-    await addEniLinks(node, nodeEniMacs(stack));
-    stack.daemon.cni!.useNetns(node.node.path);
-    try {
-      await fn(node, stack);
-    } finally {
-      await node.cleanup();
-    }
-  } finally {
-    await stack.close();
-  }
-}
+  withDaemonNode(
+    [{ name: "default", warmIps: 0, warmEnis: 0, ipCooldownSeconds: 0 }],
+    fn,
+    async (node, stack) => {
+      stack.sim.faults.latencyMs = { AssignPrivateIpAddresses: SLOW_EC2_MS };
+      // The primary ENI's link: the pool grows there.
+      await addEniLinks(node, nodeEniMacs(stack));
+    },
+  );
 
 const conflist = (socket: string, extra: Record<string, unknown> = {}) =>
   JSON.stringify({

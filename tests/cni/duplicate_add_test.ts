@@ -10,11 +10,11 @@ import { kernelState } from "../helpers/cni_kernel_state.ts";
 import { ipJson, run } from "../helpers/sh.ts";
 import { peerBin } from "../helpers/peers.ts";
 import type { TestNetns } from "../helpers/netns.ts";
-import { nodeEniMacs, type Stack, standardScenario, startStack } from "../ipam/harness.ts";
+import { nodeEniMacs, type Stack } from "../ipam/harness.ts";
+import { withDaemonNode } from "./daemon_node.ts";
 import {
   addEniLinks,
   assertNoStack,
-  makeNode,
   type PluginRun,
   podEnv,
   runVpcni,
@@ -55,23 +55,8 @@ async function podAddrs(pod: TestNetns): Promise<string[]> {
   return links.filter((l) => l.ifname !== "lo").flatMap((l) => l.addr_info.map((a) => a.local));
 }
 
-async function withDaemon(fn: (node: TestNode, stack: Stack) => Promise<void>): Promise<void> {
-  const stack = await startStack(standardScenario(), {
-    pools: [{ name: "default", warmIps: 4, warmEnis: 0 }],
-  });
-  try {
-    const node = await makeNode();
-    // The daemon runs in this process; the pods' node is a netns of the test's.
-    stack.daemon.cni!.useNetns(node.node.path);
-    try {
-      await fn(node, stack);
-    } finally {
-      await node.cleanup();
-    }
-  } finally {
-    await stack.close();
-  }
-}
+const withDaemon = (fn: (node: TestNode, stack: Stack) => Promise<void>) =>
+  withDaemonNode([{ name: "default", warmIps: 4, warmEnis: 0 }], fn);
 
 Deno.test("ptp + ipam vpcni: a second ADD of a live attachment is refused, the pod keeps its address", async () => {
   await withDaemon(async (node, stack) => {
