@@ -6,8 +6,15 @@
  * `need` function it is built with; others learn of new addresses from its `grew` event and
  * of a finished run from `settled`.
  *
+ * EC2's request limits are the account's: when EC2 throttles a pool's growth, its requests
+ * are scarce for the whole fleet, so for {@linkcode ACCOUNT_BUSY_MS} after it the pool makes
+ * new ENIs only for pods that wait now (their ADDs drive growth at once) and its warm target
+ * waits a longer backoff. Addresses on existing ENIs are still asked for the whole need: that
+ * is one call whatever the count. A node that is never throttled never sees the difference.
+ *
  * @module
  */
+import { THROTTLE_CODES } from "../aws/retry.ts";
 import { cloudErrorCode } from "./cloud.ts";
 import type { PoolConfig, SubnetChoice } from "./config.ts";
 import { addEni } from "./eni_lifecycle.ts";
@@ -21,6 +28,16 @@ import {
 } from "./growth.ts";
 import { releaseSurplus } from "./pool_shrink.ts";
 import { log } from "./log.ts";
+
+/**
+ * After EC2 throttled a pool's growth, for this long new ENIs are made only for waiting pods:
+ * each one costs the account three mutating calls (create, attach, modify).
+ */
+export const ACCOUNT_BUSY_MS = 120_000;
+
+/** The warm target's backoff after failures stops growing here; after a throttle, at the second. */
+const BACKOFF_CAP_MS = 30_000;
+const THROTTLED_BACKOFF_CAP_MS = 120_000;
 
 /** What the daemon knows of a pool that does not change while it runs. */
 export interface PoolSpec {
@@ -54,6 +71,8 @@ interface PoolGrowth {
   nextGrowAt: number;
   growFailures: number;
   eniLatencyMs: number;
+  /** When EC2 last throttled this pool's growth (epoch ms). */
+  throttledAt: number;
 }
 
 /** An event with listeners; emitting calls each in the order they listened. */
@@ -77,6 +96,8 @@ export interface GrowthServiceOptions {
   pools: Iterable<PoolSpec>;
   /** Addresses `pool` still needs now (warm target, demand and waiting ADDs); read each round. */
   need: (pool: string) => number;
+  /** Addresses the ADDs waiting on `pool` now lack (beyond its free ones). */
+  waiting: (pool: string) => number;
 }
 
 /** Grows and shrinks pools through EC2. */
@@ -89,13 +110,21 @@ export class GrowthService {
   readonly settled = new Signal<string>();
   readonly #pools = new Map<string, PoolGrowth>();
   readonly #need: (pool: string) => number;
+  readonly #waiting: (pool: string) => number;
 
   /** Builds the service; nothing is asked of EC2 until a pool grows. */
   constructor(o: GrowthServiceOptions) {
     this.ctx = { ...o.ctx, onGrew: () => this.grew.emit() };
     this.#need = o.need;
+    this.#waiting = o.waiting;
     for (const spec of o.pools) {
-      this.#pools.set(spec.cfg.name, { spec, nextGrowAt: 0, growFailures: 0, eniLatencyMs: 0 });
+      this.#pools.set(spec.cfg.name, {
+        spec,
+        nextGrowAt: 0,
+        growFailures: 0,
+        eniLatencyMs: 0,
+        throttledAt: -Infinity,
+      });
     }
   }
 
@@ -144,6 +173,12 @@ export class GrowthService {
         // Several ENIs at once when one is not enough: each takes seconds to attach.
         const left = need - got;
         let count = Math.ceil(left / per);
+        if (this.ctx.now() - g.throttledAt < ACCOUNT_BUSY_MS) {
+          // The account is busy: ENIs for the pods waiting now, each filled in its create call.
+          const waiting = this.#waiting(pool.name);
+          if (waiting <= 0) break;
+          count = Math.min(count, Math.ceil(waiting / per));
+        }
         if (pool.maxEnis !== undefined) {
           count = Math.min(
             count,
@@ -166,6 +201,9 @@ export class GrowthService {
         const failed = results.find((r) => r.status === "rejected") as
           | PromiseRejectedResult
           | undefined;
+        if (failed && THROTTLE_CODES.has(cloudErrorCode(failed.reason) ?? "")) {
+          g.throttledAt = this.ctx.now();
+        }
         if (failed && (ok === 0 || failed.reason instanceof PoolExhausted)) throw failed.reason;
       }
       this.#clearExhausted(g);
@@ -178,7 +216,10 @@ export class GrowthService {
       const code = cloudErrorCode(e) ?? "Unknown";
       this.ctx.metrics.growFailures.inc({ pool: pool.name, code });
       g.growFailures++;
-      g.nextGrowAt = this.ctx.now() + Math.min(30_000, 500 * 2 ** g.growFailures);
+      const throttled = THROTTLE_CODES.has(code);
+      if (throttled) g.throttledAt = this.ctx.now();
+      g.nextGrowAt = this.ctx.now() +
+        Math.min(throttled ? THROTTLED_BACKOFF_CAP_MS : BACKOFF_CAP_MS, 500 * 2 ** g.growFailures);
       log.warn("pool {pool} failed to grow: {code} {error}", {
         pool: pool.name,
         code,

@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { addOf, MemoryCloud, memoryNode } from "../tests/helpers/memory_cloud.ts";
+import { ACCOUNT_BUSY_MS } from "./growth_service.ts";
 
 Deno.test("growth: a warm target in addresses is one AssignPrivateIpAddresses call", async () => {
   const cloud = new MemoryCloud({ maxEnis: 3, ipv4PerEni: 10 });
@@ -115,4 +116,34 @@ Deno.test("growth: a prefix pool asks for one /28 and serves 16 pods from it", a
     const last = Number(ip.split(".")[3]);
     assert.ok(last >= base && last < base + 16, `${ip} is outside ${prefix}`);
   }
+});
+
+Deno.test("growth: after EC2 throttles, new ENIs serve waiting pods and the warm ENI waits", async () => {
+  const cloud = new MemoryCloud({ maxEnis: 4, ipv4PerEni: 5 });
+  const node = await memoryNode(cloud, {
+    config: { pools: [{ name: "default", warmEnis: 1, warmIps: 0 }] },
+  });
+  // The first pod's growth fills the primary ENI; the warm ENI's create is throttled.
+  cloud.fail("createEni", "RequestLimitExceeded", 1);
+  for (let i = 0; i < 4; i++) assert.ok((await node.pools.add(addOf(`p${i}`))).ok);
+  await node.pools.growth.grow("default");
+  assert.equal(cloud.count("createEni"), 1);
+  assert.equal(node.pools.view.stats("default").total, 4, "the throttled create made nothing");
+  // Two pods wait: one ENI for them (filled in its create call), not one more for the
+  // warm target as an unthrottled pool would make at once.
+  const waiting = [node.pools.add(addOf("w0")), node.pools.add(addOf("w1"))];
+  assert.ok((await Promise.all(waiting)).every((r) => r.ok));
+  assert.equal(cloud.count("createEni"), 2, "one ENI for the waiting pods");
+  assert.equal(node.pools.view.stats("default").total, 8);
+  // The warm target waits while the account is busy ...
+  node.clock.now += 60_000;
+  await node.pools.tick();
+  await node.pools.growth.grow("default");
+  assert.equal(cloud.count("createEni"), 2, "no warm ENI while the account is busy");
+  // ... and is met once EC2 has not throttled the pool for a while.
+  node.clock.now += ACCOUNT_BUSY_MS;
+  await node.pools.tick();
+  await node.pools.growth.grow("default");
+  assert.equal(cloud.count("createEni"), 3, "the warm ENI once the account is calm");
+  assert.equal(node.pools.view.warm("default").shortfall, 0);
 });

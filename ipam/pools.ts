@@ -93,6 +93,7 @@ export class PoolManager {
         const { s, shortfall } = this.warm.need(pool);
         return Math.max(shortfall, this.#waiters(pool).count - s.free);
       },
+      waiting: (pool) => Math.max(0, this.#waiters(pool).count - this.allocator.stats(pool).free),
     });
     this.warm = new WarmLoop({
       cfg: ctx.cfg,
