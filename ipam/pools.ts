@@ -64,6 +64,8 @@ export class PoolManager {
   readonly #inflight = new Map<string, Promise<IpamResponse>>();
   /** In-flight ADDs a DEL for the same attachment arrived for. */
   readonly #cancelled = new Set<string>();
+  /** Pools that have held an address since the start: STATUS no longer waits on them. */
+  readonly #hadAddresses = new Set<string>();
   readonly #waiting = new Map<string, PoolWaiters>();
 
   /** Builds the pools and their owners. */
@@ -359,16 +361,37 @@ export class PoolManager {
     return this.warm.tick();
   }
 
-  /** STATUS of a pool. */
+  /**
+   * STATUS of a pool. A pool that keeps addresses warm but has not yet held one since the
+   * daemon started answers code 50 while it can still grow: the runtime then reports the
+   * network not ready, so the node takes no pod before it has an address to give (a fleet
+   * started at once would otherwise fail its first pods' ADDs while EC2 throttles the
+   * account). Once the pool has held an address, STATUS no longer waits on growth.
+   */
   status(poolName?: string): IpamResponse {
     const rt = this.pools.get(poolName ?? defaultPoolName(this.growth.ctx.cfg));
     if (!rt) return { ok: false, code: 7, msg: `no pool named "${poolName}"` };
-    const s = this.allocator.stats(rt.cfg.name);
+    const name = rt.cfg.name;
+    const s = this.allocator.stats(name);
+    if (!this.#hadAddresses.has(name)) {
+      const keepsWarm = this.warm.need(name).wantFree > 0 || rt.cfg.minimumIps > 0;
+      if (s.total > 0 || !keepsWarm) this.#hadAddresses.add(name);
+      else if (this.growth.canGrow(name)) {
+        const g = this.growth.status(name);
+        return {
+          ok: false,
+          code: ErrorCode.PLUGIN_NOT_AVAILABLE,
+          msg: `pool ${name} has no address yet: its first addresses are being asked of EC2` +
+            (g.nextGrowAt > this.growth.ctx.now() ? " (the last try failed, retrying)" : "") +
+            "; the node takes pods once it has one ('vpcni doctor' shows the pool)",
+        };
+      }
+    }
     return {
       ok: true,
-      pool: rt.cfg.name,
+      pool: name,
       available: s.free,
-      canGrow: this.growth.canGrow(rt.cfg.name),
+      canGrow: this.growth.canGrow(name),
     };
   }
 }

@@ -153,3 +153,36 @@ Deno.test("ADD: the wait for an address ends early enough to answer within the p
   assert.equal(addWaitMs(20, 3000), 2250);
   assert.equal(addWaitMs(20, 100), 75);
 });
+
+Deno.test("STATUS: a warm pool is not ready before its first addresses, and stays ready after", async () => {
+  const cloud = new MemoryCloud({ maxEnis: 3, ipv4PerEni: 5 });
+  const node = await memoryNode(cloud, {
+    config: { pools: [{ name: "default", warmEnis: 0, warmIps: 2, ipCooldownSeconds: 0 }] },
+  });
+  // EC2 throttles the first growth: the node must not take pods yet.
+  cloud.fail("assignIps", "RequestLimitExceeded");
+  await node.pools.growth.grow("default");
+  const starting = node.pools.status();
+  assert.ok(!starting.ok && starting.code === 50, JSON.stringify(starting));
+  assert.match(starting.msg, /no address yet/);
+  node.clock.now += 60_000;
+  await node.pools.growth.grow("default");
+  const ready = node.pools.status();
+  assert.ok(ready.ok && "available" in ready && ready.available === 2, JSON.stringify(ready));
+  // Pods take every address: STATUS still says ready while the pool grows again.
+  allocationOf(await node.pools.add(addOf("a")));
+  allocationOf(await node.pools.add(addOf("b")));
+  cloud.fail("assignIps", "RequestLimitExceeded", 5);
+  await node.pools.growth.grow("default");
+  const busy = node.pools.status();
+  assert.ok(busy.ok && "canGrow" in busy && busy.canGrow, JSON.stringify(busy));
+});
+
+Deno.test("STATUS: a pool with no warm target is ready at once (its ADDs bring addresses)", async () => {
+  const cloud = new MemoryCloud();
+  const node = await memoryNode(cloud, {
+    config: { pools: [{ name: "default", warmEnis: 0, warmIps: 0 }] },
+  });
+  const s = node.pools.status();
+  assert.ok(s.ok && "available" in s && s.available === 0, JSON.stringify(s));
+});

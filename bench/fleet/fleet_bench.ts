@@ -6,8 +6,9 @@
  * Scenarios: (a) cold start of N nodes within 2 minutes, 30 pods each at 5 pods/s once the
  * node is up; (b) steady churn of 10 pods/s across the fleet; (c) a rolling restart of every
  * node, 10 % at a time, churn going on; (d) (a) with 10 % of EC2 calls failing (500/503).
- * Reported per scenario: failed ADDs (CNI code 11), p50/p99 time-to-IP (AWS seconds), EC2
- * calls by action, throttled calls, minutes until every node holds its warm target, and
+ * Reported per scenario: failed ADDs (CNI code 11), p50/p99 time-to-IP (AWS seconds), how
+ * long a starting node took to be ready for pods (vpcni: CNI STATUS answers ready, as a
+ * containerd 2.x node asks it; the baseline: its start, as ipamd's init), EC2 calls by action, throttled calls, minutes until every node holds its warm target, and
  * memory per node (after (a)).
  *
  *   deno run -A bench/fleet/fleet_bench.ts [--write bench/fleet/RESULTS.md]
@@ -62,8 +63,10 @@ async function coldStart(sim: SimServer, side: FleetSide, rec: PhaseRecorder) {
   const podsDone: Promise<void>[] = [];
   await Promise.all([...Array(N)].map(async (_, i) => {
     await sleep(Math.random() * BURST_SECONDS * 1000);
+    const started = awsNow();
     const node = await startWithRestarts(() => side.startNode(sim, i), rec);
     if (!node) return;
+    rec.nodeReady((awsNow() - started) / 1000);
     nodes[i] = node;
     podsDone.push((async () => {
       const adds: Promise<void>[] = [];

@@ -20,6 +20,9 @@ export interface PhaseStats {
   /** Time-to-IP quantiles in AWS seconds. */
   p50: number;
   p99: number;
+  /** AWS seconds from a node's start until it took pods (cold start phases only). */
+  readyP50?: number;
+  readyP99?: number;
   calls: Record<string, number>;
   throttled: number;
   otherErrors: number;
@@ -54,6 +57,7 @@ export class PhaseRecorder {
   rssMib?: number;
   daemonCounters?: Record<string, number>;
   #times: number[] = [];
+  #ready: number[] = [];
   #failed = 0;
   #nodeFailures: string[] = [];
   #delsFailed = 0;
@@ -84,6 +88,11 @@ export class PhaseRecorder {
     const ok = await node.add(pod).catch(() => false);
     if (ok) this.#times.push((performance.now() - t) / this.scale / 1000);
     else this.#failed++;
+  }
+
+  /** A node took `awsSeconds` from its start until it was ready for pods. */
+  nodeReady(awsSeconds: number): void {
+    this.#ready.push(awsSeconds);
   }
 
   /** A DEL that failed. */
@@ -122,6 +131,9 @@ export class PhaseRecorder {
       delsFailed: this.#delsFailed,
       p50: quantile(this.#times, 0.5),
       p99: quantile(this.#times, 0.99),
+      ...(this.#ready.length
+        ? { readyP50: quantile(this.#ready, 0.5), readyP99: quantile(this.#ready, 0.99) }
+        : {}),
       calls,
       throttled,
       otherErrors,
@@ -176,8 +188,8 @@ export function renderReport(
       o.wallSeconds.toFixed(0)
     } s wall.`,
     "",
-    "| scenario | contender | ADDs | failed (code 11) | p50 time-to-IP (s) | p99 (s) | EC2 calls | throttled | other errors | every node warm after (min from phase start) | heap/node (KiB) | process RSS (MiB) | wall (s) | loop lag p99 (ms) |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| scenario | contender | ADDs | failed (code 11) | p50 time-to-IP (s) | p99 (s) | node ready p50 / p99 (s) | EC2 calls | throttled | other errors | every node warm after (min from phase start) | heap/node (KiB) | process RSS (MiB) | wall (s) | loop lag p99 (ms) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const r of rows) {
     lines.push(
@@ -185,6 +197,8 @@ export function renderReport(
         r.nodeStartsFailed ? ` (${r.nodeStartsFailed} daemon starts failed, restarted)` : ""
       }${r.delsFailed ? ` (${r.delsFailed} DELs failed)` : ""} | ${r.p50.toFixed(2)} | ${
         r.p99.toFixed(2)
+      } | ${
+        r.readyP50 === undefined ? "" : `${r.readyP50.toFixed(1)} / ${r.readyP99!.toFixed(1)}`
       } | ${total(r.calls)} | ${r.throttled} | ${r.otherErrors} | ${
         r.warmAfterMinutes === undefined ? "never" : r.warmAfterMinutes.toFixed(1)
       } | ${r.memoryPerNodeKib === undefined ? "" : r.memoryPerNodeKib.toFixed(0)} | ${

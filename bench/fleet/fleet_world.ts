@@ -194,6 +194,12 @@ export function vpcniSide(
         imdsSettleMs: IMDS_SETTLE_MS * S,
         timeScale: S,
       });
+      // As on a containerd 2.x node: pods come once CNI STATUS says the network is ready,
+      // which a warm pool says after its first addresses (the baseline's start waits for its
+      // first addresses too, as ipamd's init does before aws-node is ready).
+      while (!core.daemon.pools.status().ok) {
+        await new Promise((r) => setTimeout(r, 1000 * S));
+      }
       const view = core.daemon.pools.view;
       return {
         async add(pod) {
