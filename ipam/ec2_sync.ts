@@ -30,6 +30,11 @@ export interface TrackedCloud extends CloudApi {
   readonly mutationsInFlight: () => number;
   /** When the last mutating call ended (epoch ms by `now`; 0 before any). */
   readonly lastMutationAt: () => number;
+  /**
+   * The node's tagged ENIs as the last re-sync that no mutation overlapped saw them (at and
+   * epoch by this cloud's clock and count): the leaked-ENI collector reuses a fresh one.
+   */
+  lastTagged?: { at: number; epoch: number; enis: EniDescription[] };
 }
 
 /**
@@ -78,12 +83,6 @@ function ipsOf(d: EniDescription): Set<string> {
   return podAddresses(d.privateIps.slice(1), d.prefixes);
 }
 
-/** The last tag query of a re-sync that no mutation overlapped; the collector reuses it. */
-const lastTaggedOf = new WeakMap<
-  GrowthContext,
-  { at: number; epoch: number; enis: EniDescription[] }
->();
-
 /**
  * Makes the node state match EC2: addresses EC2 assigned that the state lacks are adopted
  * as free; addresses EC2 no longer has are dropped unless a pod holds them (logged as an
@@ -102,7 +101,7 @@ export async function resyncWithEc2(ctx: GrowthContext, cloud: TrackedCloud): Pr
   const untagged = [...ctx.state.enis.keys()].filter((id) => !tagged.some((d) => d.id === id));
   const known = untagged.length ? await cloud.describeEnis(untagged) : [];
   if (cloud.mutationEpoch() !== epoch || cloud.mutationsInFlight() > 0) return false;
-  lastTaggedOf.set(ctx, { at: ctx.now(), epoch, enis: tagged });
+  cloud.lastTagged = { at: ctx.now(), epoch, enis: tagged };
   const now = ctx.now();
   const byId = new Map([...tagged, ...known].map((d) => [d.id, d]));
   let changed = false;
@@ -196,7 +195,7 @@ export class LeakedEniCollector {
     if (this.cloud.mutationsInFlight() > 0) return [];
     const epoch = this.cloud.mutationEpoch();
     // Reuse the re-sync's snapshot when it is fresh and nothing changed since.
-    const lastTagged = lastTaggedOf.get(ctx);
+    const lastTagged = this.cloud.lastTagged;
     const ours = lastTagged && now - lastTagged.at < 1000 && lastTagged.epoch === epoch
       ? lastTagged.enis
       : await this.cloud.describeTaggedEnis({
