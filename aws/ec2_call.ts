@@ -1,7 +1,9 @@
 /**
  * The engine under every EC2 action: wait for a token of the action's bucket, send one
  * attempt with a hard time limit, count it, and retry throttling, 5xx and network failures
- * with full-jitter backoff until the attempts or the deadline run out. The SDK's own retry
+ * with full-jitter backoff until the attempts or the deadline run out. A throttled retry also
+ * waits for a token of the bucket the throttle slowed; that wait counts against the deadline,
+ * and one longer than the longest backoff ends the call (aws/retry.ts). The SDK's own retry
  * is switched off (`maxAttempts: 1`) so every HTTP request passes through here and is counted.
  *
  * Also the contract between the client and its actions: {@linkcode Ec2Caller} is what the
@@ -11,7 +13,7 @@
  * @module
  */
 import { Ec2Error, toEc2Error } from "./ec2_errors.ts";
-import { fullJitterDelay, isRetryable, type RetryPolicy, THROTTLE_CODES } from "./retry.ts";
+import { isRetryable, retryDelay, type RetryPolicy, THROTTLE_CODES } from "./retry.ts";
 import type { ActionLimiter } from "./throttle.ts";
 
 /** Counters of every EC2 call, in a shape a Prometheus exporter can read directly. */
@@ -112,16 +114,23 @@ export class CallEngine {
         waiting = !!spec.retryIf?.(err);
         if (!waiting) throw withAttempts(err, attempt + 1);
       }
-      const delayMs = fullJitterDelay(
+      // The attempt number drives the jitter; `retryIf` waits keep it short.
+      const delayMs = retryDelay(
+        err.code,
         waiting ? Math.min(attempt, 3) : attempt,
         retry,
+        limiter.waitMs(spec.action, spec.filtered),
         this.#o.random,
       );
       const elapsed = performance.now() - started;
-      if ((!waiting && attempt + 1 >= retry.maxAttempts) || elapsed + delayMs >= retry.deadlineMs) {
+      if (
+        delayMs === undefined || (!waiting && attempt + 1 >= retry.maxAttempts) ||
+        elapsed + delayMs >= retry.deadlineMs
+      ) {
         throw withAttempts(err, attempt + 1, true);
       }
       this.#o.onRetry?.({ action: spec.action, attempt: attempt + 1, delayMs, error: err });
+      // After a throttle the sleep covers the slowed bucket's refill, the jitter comes on top.
       await new Promise((r) => setTimeout(r, delayMs));
     }
   }

@@ -3,6 +3,15 @@
  * exponential backoff between attempts (sleep a uniform random time in
  * `[0, min(cap, base × 2^attempt))`), which spreads retries of many clients apart.
  *
+ * A throttled attempt waits longer than a failed one: EC2 answers throttling when the
+ * account's bucket of the action is empty, which the next few hundred milliseconds rarely
+ * change, while a 5xx is one server's hiccup. So a throttled retry waits for a token of
+ * the action's client-side bucket, which the throttle has just slowed (aws/throttle.ts),
+ * on top of the jitter; {@linkcode retryDelay} adds the two, and the call's deadline counts
+ * both. A call whose bucket paces it slower than the longest backoff, or past its deadline,
+ * gives up at once instead of holding its caller for a retry it may not send; the caller's
+ * next call waits for the bucket.
+ *
  * @module
  */
 
@@ -54,6 +63,25 @@ export function fullJitterDelay(
 ): number {
   const ceiling = Math.min(p.maxDelayMs, p.baseDelayMs * 2 ** attempt);
   return Math.floor(random() * ceiling);
+}
+
+/**
+ * Milliseconds before attempt number `attempt + 1` after a failure with `code`: the jitter,
+ * plus `paceMs` (the wait for a token of the action's bucket) when EC2 throttled. Undefined
+ * when EC2 throttled and the bucket paces the action slower than the policy's longest
+ * backoff (`maxDelayMs`): the call gives up instead of holding its caller, whose next call
+ * waits for the bucket.
+ */
+export function retryDelay(
+  code: string,
+  attempt: number,
+  p: Pick<RetryPolicy, "baseDelayMs" | "maxDelayMs">,
+  paceMs: number,
+  random: () => number = Math.random,
+): number | undefined {
+  const jitterMs = fullJitterDelay(attempt, p, random);
+  if (!THROTTLE_CODES.has(code)) return jitterMs;
+  return paceMs > p.maxDelayMs ? undefined : paceMs + jitterMs;
 }
 
 /** Whether a failure with this code / HTTP status should be tried again. */

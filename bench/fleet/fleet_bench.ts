@@ -8,8 +8,9 @@
  * node, 10 % at a time, churn going on; (d) (a) with 10 % of EC2 calls failing (500/503).
  * Reported per scenario: failed ADDs (CNI code 11), p50/p99 time-to-IP (AWS seconds), how
  * long a starting node took to be ready for pods (vpcni: CNI STATUS answers ready, as a
- * containerd 2.x node asks it; the baseline: its start, as ipamd's init), EC2 calls by action, throttled calls, minutes until every node holds its warm target, and
- * memory per node (after (a)).
+ * containerd 2.x node asks it; the baseline: its start, as ipamd's init), EC2 calls by
+ * action, throttled calls, minutes until every node holds its warm target, and memory per
+ * node (after (a)).
  *
  *   deno run -A bench/fleet/fleet_bench.ts [--write bench/fleet/RESULTS.md]
  *
@@ -19,9 +20,11 @@
  * into vpcni's pool, e.g. '{"prefixDelegation":true}'), VPCNI_FLEET_JITTER_SECONDS (vpcni's
  * startJitterSeconds knob, default the daemon's), VPCNI_FLEET_ADD_TIMEOUT (AWS seconds an ADD
  * may wait before it fails with code 11, both sides; default 20, the daemon's
- * addTimeoutSeconds; at most 118 s take effect, as the installed plugin waits 120 s for an ADD
- * and the daemon keeps 2 s of it for the wiring), VPCNI_FLEET_LAUNCH (JSON: addresses each node's primary ENI gets at
- * launch, '{"secondaryIps":14}' or '{"prefixes":3}'; default none).
+ * addTimeoutSeconds; at most 118 s take effect, as the installed plugin waits 120 s for an
+ * ADD and the daemon keeps 2 s of it for the wiring), VPCNI_FLEET_LAUNCH (JSON: addresses each
+ * node's primary ENI gets at launch, '{"secondaryIps":14}' or '{"prefixes":3}'; default none),
+ * VPCNI_FLEET_ACCOUNT_SHARE (fraction of EC2's per-account buckets the simulated account has,
+ * default 1: 0.1 gives 100 nodes the contention of 1,000).
  *
  * @module
  */
@@ -45,6 +48,7 @@ const POOL = JSON.parse(env("VPCNI_FLEET_POOL", "{}"));
 const JITTER_TEXT = Deno.env.get("VPCNI_FLEET_JITTER_SECONDS");
 const JITTER = JITTER_TEXT === undefined ? undefined : Number(JITTER_TEXT);
 const LAUNCH = JSON.parse(env("VPCNI_FLEET_LAUNCH", "{}"));
+const ACCOUNT_SHARE = Number(env("VPCNI_FLEET_ACCOUNT_SHARE", "1"));
 const PODS_PER_NODE = 30;
 const POD_RATE = 5; // pods per AWS-second on a node coming up
 const CHURN_RATE = 10; // pods per AWS-second across the fleet
@@ -211,7 +215,7 @@ try {
     for (const sideName of SIDES) {
       const dir = `${root}/${sideName}-${withErrors ? "d" : "abc"}`;
       const side = sides[sideName](dir);
-      const sim = await startFleetSim(N, S, withErrors ? 0.1 : 0, LAUNCH);
+      const sim = await startFleetSim(N, S, withErrors ? 0.1 : 0, LAUNCH, ACCOUNT_SHARE);
       const phase = (name: string) => new PhaseRecorder(name, side.name, sim, S);
       try {
         const a = phase(
@@ -252,6 +256,7 @@ const text = renderReport(results, {
   jitterSeconds: JITTER,
   launch: LAUNCH,
   addTimeoutSeconds: ADD_TIMEOUT,
+  accountShare: ACCOUNT_SHARE,
 });
 console.log(text);
 const w = Deno.args.indexOf("--write");

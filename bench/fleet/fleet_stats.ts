@@ -173,6 +173,8 @@ export function renderReport(
     jitterSeconds: number | undefined;
     launch: Record<string, unknown>;
     addTimeoutSeconds: number;
+    /** Fraction of EC2's per-account buckets the simulated account has. */
+    accountShare: number;
   },
 ): string {
   const total = (c: Record<string, number>) => Object.values(c).reduce((a, b) => a + b, 0);
@@ -180,7 +182,9 @@ export function renderReport(
     `# bench/fleet — ${o.nodes} nodes on one account: vpcni node cores vs the AWS VPC CNI's WARM_ENI_TARGET=1`,
     "",
     `m5.xlarge nodes; the simulator's account limits on (ENI/IP actions 100 burst, 5/s; other ` +
-    `mutating 50, 5/s; Describe 100, 20/s); AWS-like latencies as bench/ipam. AWS time × ` +
+    `mutating 50, 5/s; Describe 100, 20/s${
+      o.accountShare === 1 ? "" : `; each × ${o.accountShare}`
+    }); AWS-like latencies as bench/ipam. AWS time × ` +
     `${o.scale} = wall time. vpcni pool: ${JSON.stringify({ warmEnis: 1, ...o.pool })}, ` +
     `startJitterSeconds ${o.jitterSeconds ?? "default (120)"}; primary ENI at launch: ${
       Object.keys(o.launch).length ? JSON.stringify(o.launch) : "no secondary addresses"

@@ -10,6 +10,7 @@
  * @module
  */
 import { type ScenarioInput, type SimServer, startSim } from "../../aws/sim/mod.ts";
+import { AWS_ACCOUNT_BUCKETS } from "../../aws/sim/faults.ts";
 import { DEFAULT_BUCKETS } from "../../aws/ec2.ts";
 import type { BucketConfig } from "../../aws/throttle.ts";
 import { createAwsCloud } from "../../ipam/aws_cloud.ts";
@@ -66,12 +67,17 @@ export function fleetScenario(n: number, launch: LaunchAddresses = {}): Scenario
   };
 }
 
-/** Starts the simulator for `n` nodes with AWS-like latencies and the account's buckets. */
+/**
+ * Starts the simulator for `n` nodes with AWS-like latencies and the account's buckets. With
+ * `accountShare` below 1 every account bucket (burst and refill) is that fraction of EC2's, so
+ * that 100 nodes on a tenth of the account meet the contention of 1,000 on all of it.
+ */
 export async function startFleetSim(
   n: number,
   scale: number,
   errorRate = 0,
   launch: LaunchAddresses = {},
+  accountShare = 1,
 ): Promise<SimServer> {
   const t0 = performance.now();
   const sim = await startSim({
@@ -80,6 +86,23 @@ export async function startFleetSim(
     clock: () => (performance.now() - t0) / scale,
   });
   sim.faults.accountLimits = true;
+  if (accountShare !== 1) {
+    const part = (b: { capacity: number; refillPerSecond: number }) => ({
+      capacity: Math.max(1, Math.round(b.capacity * accountShare)),
+      refillPerSecond: b.refillPerSecond * accountShare,
+    });
+    // The same buckets, smaller: `throttle` with per-category and per-action specs.
+    sim.faults.accountLimits = false;
+    sim.faults.throttle = true;
+    sim.faults.buckets = {
+      nonMutating: part(AWS_ACCOUNT_BUCKETS.categories.nonMutating),
+      unfilteredNonMutating: part(AWS_ACCOUNT_BUCKETS.categories.unfilteredNonMutating),
+      mutating: part(AWS_ACCOUNT_BUCKETS.categories.mutating),
+    };
+    sim.faults.actionBuckets = Object.fromEntries(
+      Object.entries(AWS_ACCOUNT_BUCKETS.actions).map(([a, b]) => [a, part(b)]),
+    );
+  }
   sim.faults.errorRate = errorRate;
   sim.faults.latencyMs = {
     default: 50 * scale,
