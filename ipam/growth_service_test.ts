@@ -147,3 +147,30 @@ Deno.test("growth: after EC2 throttles, new ENIs serve waiting pods and the warm
   assert.equal(cloud.count("createEni"), 3, "the warm ENI once the account is calm");
   assert.equal(node.pools.view.warm("default").shortfall, 0);
 });
+
+Deno.test("growth: throttles back a pool's warm growth off to 2 min, but not before its first addresses", async () => {
+  const cloud = new MemoryCloud({ maxEnis: 3, ipv4PerEni: 10 });
+  const node = await memoryNode(cloud, {
+    config: { pools: [{ name: "default", warmEnis: 0, warmIps: 2 }] },
+  });
+  const growth = () => node.pools.view.growth("default");
+  // EC2 throttles the next `n` assigns; growth is retried as soon as its backoff allows.
+  const backoffAfterThrottles = async (n: number, start: () => Promise<unknown>) => {
+    const before = cloud.count("assignIps");
+    cloud.fail("assignIps", "RequestLimitExceeded", n);
+    await start();
+    while (cloud.count("assignIps") - before < n) {
+      node.clock.now = Math.max(node.clock.now, growth().nextGrowAt);
+      await node.pools.growth.grow("default");
+    }
+    return growth().nextGrowAt - node.clock.now;
+  };
+  // No address yet: the node is not ready until it has one, so the backoff stays at 30 s.
+  assert.equal(await backoffAfterThrottles(10, async () => {}), 30_000);
+  node.clock.now += 30_000;
+  await node.pools.growth.grow("default");
+  assert.equal(node.pools.view.stats("default").free, 2);
+  // Once the pool has grown, a throttled warm target waits up to 2 minutes.
+  const wait = await backoffAfterThrottles(10, () => node.pools.add(addOf("a")));
+  assert.equal(wait, 120_000);
+});
