@@ -52,7 +52,6 @@ export const CONFIG_DEFAULTS = {
   mtu: 9001,
   hostVethPrefix: "vpc",
   daemonSocket: DEFAULT_IPAM_SOCKET,
-  daemonTimeoutMs: DEFAULT_DAEMON_TIMEOUT_MS,
   logLevel: "warn" as LogLevel,
 };
 
@@ -150,10 +149,8 @@ const mainShape = {
     CONFIG_DEFAULTS.hostVethPrefix,
   ),
   daemonSocket: withDefault(absolutePath, CONFIG_DEFAULTS.daemonSocket),
-  daemonTimeoutMs: withDefault(
-    num({ int: true, min: 100, max: MAX_DAEMON_TIMEOUT_MS }),
-    CONFIG_DEFAULTS.daemonTimeoutMs,
-  ),
+  // Unset, each verb gets its own default bound (daemonSettings).
+  daemonTimeoutMs: optional(num({ int: true, min: 100, max: MAX_DAEMON_TIMEOUT_MS })),
   logFile: optional(absolutePath),
   logLevel: withDefault(oneOf(LOG_LEVELS), CONFIG_DEFAULTS.logLevel),
   ipam: optional(plainObject),
@@ -170,10 +167,8 @@ const mainShape = {
 const ipamShape = {
   type: anyValue,
   daemonSocket: withDefault(absolutePath, CONFIG_DEFAULTS.daemonSocket),
-  daemonTimeoutMs: withDefault(
-    num({ int: true, min: 100, max: MAX_DAEMON_TIMEOUT_MS }),
-    CONFIG_DEFAULTS.daemonTimeoutMs,
-  ),
+  // Unset, each verb gets its own default bound (daemonSettings).
+  daemonTimeoutMs: optional(num({ int: true, min: 100, max: MAX_DAEMON_TIMEOUT_MS })),
   routes: optional(arr(obj({ dst: ipv4Cidr, gw: optional(ipv4) }, { unknown: "reject" }))),
   logFile: optional(absolutePath),
   logLevel: withDefault(oneOf(LOG_LEVELS), CONFIG_DEFAULTS.logLevel),
@@ -274,10 +269,7 @@ function parseMain(raw: Record<string, unknown>, cniVersion: string): MainPlugin
     serviceCidrs: c.serviceCidrs,
     nodeIps: c.nodeIps,
     hostVethPrefix: c.hostVethPrefix,
-    daemon: daemonSettings(
-      c.daemonSocket,
-      raw.daemonTimeoutMs === undefined ? undefined : c.daemonTimeoutMs,
-    ),
+    daemon: daemonSettings(c.daemonSocket, c.daemonTimeoutMs),
     logFile: c.logFile,
     logLevel: c.logLevel,
     dns: c.dns,
@@ -292,7 +284,7 @@ function parseMain(raw: Record<string, unknown>, cniVersion: string): MainPlugin
       // The daemon serves the main plugin directly; the ipam section may tune the socket.
       const i = obj(ipamShape, { unknown: "reject" })(c.ipam, "ipam");
       const socket = c.ipam.daemonSocket !== undefined ? i.daemonSocket : out.daemon.socket;
-      out.daemon = c.ipam.daemonTimeoutMs !== undefined
+      out.daemon = i.daemonTimeoutMs !== undefined
         ? daemonSettings(socket, i.daemonTimeoutMs)
         : { ...out.daemon, socket };
       if (c.ipam.daemonSocket !== undefined) checkSocketPath(i.daemonSocket, "ipam.daemonSocket");
@@ -311,10 +303,7 @@ function parseIpamRole(raw: Record<string, unknown>, cniVersion: string): IpamPl
   return {
     ...runtimeFields(raw, cniVersion),
     role: "ipam",
-    daemon: daemonSettings(
-      i.daemonSocket,
-      ipam.daemonTimeoutMs === undefined ? undefined : i.daemonTimeoutMs,
-    ),
+    daemon: daemonSettings(i.daemonSocket, i.daemonTimeoutMs),
     routes: i.routes?.map((r) => (r.gw === undefined ? { dst: r.dst } : { dst: r.dst, gw: r.gw })),
     logFile: i.logFile,
     logLevel: i.logLevel,
