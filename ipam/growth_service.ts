@@ -9,9 +9,10 @@
  * EC2's request limits are the account's: when EC2 throttles a pool's growth, its requests
  * are scarce for the whole fleet, so for {@linkcode ACCOUNT_BUSY_MS} after it the pool makes
  * new ENIs only for pods that wait now (their ADDs drive growth at once) and its warm target
- * waits a longer backoff — once the pool has grown since the start: until then the node's
- * readiness (CNI STATUS) waits on that growth. Addresses on existing ENIs are still asked for the whole need: that
- * is one call whatever the count. A node that is never throttled never sees the difference.
+ * waits a longer backoff, once the pool holds an address (before, the node's readiness, CNI
+ * STATUS, waits on its growth). Addresses on existing ENIs are still asked for the whole need:
+ * that is one call whatever the count. A node that is never throttled never sees the
+ * difference.
  *
  * @module
  */
@@ -38,7 +39,7 @@ export const ACCOUNT_BUSY_MS = 120_000;
 
 /**
  * The warm target's backoff after failures stops growing here; after a throttle, at the
- * second, once the pool has grown since the start (before, the node's readiness waits on it).
+ * second, once the pool holds an address (before, the node's readiness waits on it).
  */
 const BACKOFF_CAP_MS = 30_000;
 const THROTTLED_BACKOFF_CAP_MS = 120_000;
@@ -77,8 +78,6 @@ interface PoolGrowth {
   eniLatencyMs: number;
   /** When EC2 last throttled this pool's growth (epoch ms). */
   throttledAt: number;
-  /** A growth run has added addresses since the start. */
-  grewOnce: boolean;
 }
 
 /** An event with listeners; emitting calls each in the order they listened. */
@@ -130,7 +129,6 @@ export class GrowthService {
         growFailures: 0,
         eniLatencyMs: 0,
         throttledAt: -Infinity,
-        grewOnce: false,
       });
     }
   }
@@ -176,7 +174,6 @@ export class GrowthService {
         const need = this.#need(pool.name);
         if (need <= 0) break;
         const got = await assignToExisting(this.ctx, pool, need);
-        if (got > 0) g.grewOnce = true;
         if (got >= need) continue;
         // Several ENIs at once when one is not enough: each takes seconds to attach.
         const left = need - got;
@@ -203,7 +200,6 @@ export class GrowthService {
         );
         const ok = results.filter((r) => r.status === "fulfilled").length;
         if (ok > 0) {
-          g.grewOnce = true;
           const took = this.ctx.now() - started;
           g.eniLatencyMs = g.eniLatencyMs === 0 ? took : 0.7 * g.eniLatencyMs + 0.3 * took;
         }
@@ -227,9 +223,11 @@ export class GrowthService {
       g.growFailures++;
       const throttled = THROTTLE_CODES.has(code);
       if (throttled) g.throttledAt = this.ctx.now();
+      // A pool holding no address keeps the node not ready (CNI STATUS): no long backoff.
+      const holds = this.ctx.state.stats(pool.name, this.ctx.now()).total > 0;
       g.nextGrowAt = this.ctx.now() +
         Math.min(
-          throttled && g.grewOnce ? THROTTLED_BACKOFF_CAP_MS : BACKOFF_CAP_MS,
+          throttled && holds ? THROTTLED_BACKOFF_CAP_MS : BACKOFF_CAP_MS,
           500 * 2 ** g.growFailures,
         );
       log.warn("pool {pool} failed to grow: {code} {error}", {
