@@ -89,7 +89,7 @@ function checkNetns(env: CniEnv, cniVersion: string): CniEnv {
 export interface RunOptions {
   /**
    * The thin plugin found the daemon down: a DEL removes the pod's host objects and succeeds
-   * without the daemon, whose reconcile frees the address once it is back.
+   * without the daemon, leaving a record the daemon releases it by (proto/del_records.ts).
    */
   daemonDown?: boolean;
 }

@@ -33,6 +33,7 @@ import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
 import { EgressKeeper } from "./egress/keeper.ts";
 import { type KubeletLink, startKubeletLinkIfEnabled } from "./kubelet/enable.ts";
+import { goneReleaser } from "./gone_pods.ts";
 
 export { LOCK_FILE };
 
@@ -87,7 +88,7 @@ export async function startDaemon(
   try {
     await checkSocketPath(cfg.socketPath);
     const c = typeof cloud === "function" ? await cloud() : cloud;
-    return await startLocked(cfg, c, claim, now, o.kernel ?? hostKernelView(), o);
+    return await startLocked(cfg, c, claim, now, o.kernel ?? hostKernelView(cfg.nodeNetns), o);
   } catch (e) {
     await claim.undo();
     throw e;
@@ -139,6 +140,17 @@ async function startLocked(
     poolsOfPod: (ns, name) => linked.kubelet?.poolsOfPod(ns, name) ?? Promise.resolve(undefined),
   });
   await writer.save(); // the reconciled state is the new truth
+  const gone = o.headless ? undefined : goneReleaser({
+    pools,
+    kernel,
+    socketPath: cfg.socketPath,
+    now,
+    count: (reason, pool) => metrics.releasedGone.inc({ reason, pool }),
+  });
+  // DELs that ran while the daemon was down are released before anything is served.
+  await gone?.releaseRecorded().catch((e) =>
+    log.warn("DEL records not processed at start (the loop retries): {error}", { error: String(e) })
+  );
   const egress = startEgress(cfg, facts, state, o);
   const life = { ready: false, stopping: false };
   const serving = await startServing(cfg, pools, state, life, o);
@@ -153,6 +165,7 @@ async function startLocked(
     save: () => writer.save(),
     syncHosts: serving.syncHosts,
     syncEgress: egress && (() => egress.sync()),
+    releaseGone: gone && (() => gone.releaseAll()),
     // A full collection is process-wide: many node cores in one process must not each ask.
     collectGarbage: o.headless ? () => false : collectProcessGarbage,
     imdsSettleMs: o.imdsSettleMs ?? IMDS_SETTLE_MS,

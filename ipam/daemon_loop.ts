@@ -1,6 +1,7 @@
 /**
  * The daemon's periodic loop, every `reconcileIntervalSeconds` until it is stopped: let go of
- * routed-unknown addresses whose pods are gone, a warm-loop step (ipam/warm_loop.ts), each
+ * routed-unknown addresses whose pods are gone and of reservations whose DEL the daemon did
+ * not hear (ipam/gone_pods.ts), a warm-loop step (ipam/warm_loop.ts), each
  * ENI's host side, then on their own periods the comparison with IMDS and the full EC2
  * re-sync with the leaked-ENI collector. A step that fails is logged and the loop goes on.
  *
@@ -28,6 +29,8 @@ export interface DaemonLoopParts {
   syncHosts: () => void;
   /** Re-applies the egress ruleset (absent in a headless core). */
   syncEgress?: () => void;
+  /** Releases reservations of pods gone without a DEL the daemon heard (ipam/gone_pods.ts). */
+  releaseGone?: () => Promise<unknown>;
   /** A full garbage collection, where the process allows one. */
   collectGarbage: () => unknown;
   /** How long IMDS may lag a mutating call. */
@@ -55,6 +58,7 @@ export async function runDaemonLoop(p: DaemonLoopParts): Promise<void> {
   while (!p.stopping()) {
     try {
       await releaseUnrouted(p);
+      await p.releaseGone?.();
       await p.pools.tick();
       p.syncHosts();
       if (!ready) p.collectGarbage(); // start-up garbage (SDK set-up, first answers) goes now

@@ -292,6 +292,11 @@ export class PoolManager {
     return a ? [this.podAllocation(a)] : [];
   }
 
+  /** Whether an ADD of the attachment is being served now. */
+  busy(key: string): boolean {
+    return this.#inflight.has(key);
+  }
+
   /** CHECK: the attachment's allocation, if it holds one. */
   check(key: string): PodAllocation | undefined {
     const a = this.allocator.allocation(key);

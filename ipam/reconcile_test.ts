@@ -20,6 +20,7 @@ function kernel(gone: string[], routed?: string[]): KernelView {
   return {
     podAlive: (netns) => Promise.resolve(!gone.some((p) => netns === `/run/netns/${p}`)),
     routedPodIps: () => Promise.resolve(routed && new Set(routed)),
+    ruledPodIps: () => Promise.resolve(routed && new Set(routed)),
   };
 }
 
