@@ -71,8 +71,7 @@ export const METRIC_DOCS: readonly MetricDoc[] = [
   {
     name: "vpcni_ipam_released_gone_total",
     labels: ["pool", "reason"],
-    doc: "reservations of pods gone without their DEL reaching the daemon: " +
-      "`del-while-down` (a DEL record), `pod-gone` (netns and host rule gone)",
+    doc: "reservations freed without a DEL; reason = del-while-down | pod-gone",
   },
   {
     name: "vpcni_ipam_add_wait_seconds",
