@@ -17,7 +17,7 @@ import { createNamedNetns, deleteNamedNetns } from "../netlink/netns_named.ts";
 import { NetlinkSocket } from "../netlink/socket.ts";
 import { createIpvlan, createVeth, setLinkUp } from "../netlink/link.ts";
 import { install } from "./install.ts";
-import { DEMO_INSTANCE, demoDaemonConfig, demoScenario } from "./demo_world.ts";
+import { DEMO_DAEMON_ENV, DEMO_INSTANCE, demoDaemonConfig, demoScenario } from "./demo_world.ts";
 
 /** Where the VPC (the simulator) says an address lives. */
 export interface EniHome {
@@ -207,7 +207,7 @@ export class DemoNode {
     this.#daemon = inNetns(this.nodePath, () =>
       new Deno.Command(cmd, {
         args: [...args, "serve", "--config", configPath],
-        env: { AWS_ACCESS_KEY_ID: "demo", AWS_SECRET_ACCESS_KEY: "demo", AWS_REGION: "us-east-1" },
+        env: { ...DEMO_DAEMON_ENV },
         stdin: "null",
         stdout: "null",
         stderr: "piped",

@@ -59,10 +59,27 @@ export interface DemoDaemonPaths {
   datapath: string;
 }
 
-/** The daemon configuration: pool `internal` (default) and pool `public`. */
+/**
+ * The environment the demo's daemon runs with, over the user's own. The demo's node is no
+ * kubelet node: the device plugin is off even where the user's environment turns it on
+ * (the environment would win over the file), so the daemon never talks to, nor registers
+ * devices with, a kubelet of the host.
+ */
+export const DEMO_DAEMON_ENV: Readonly<Record<string, string>> = {
+  AWS_ACCESS_KEY_ID: "demo",
+  AWS_SECRET_ACCESS_KEY: "demo",
+  AWS_REGION: "us-east-1",
+  VPCNI_DEVICE_PLUGIN: "off",
+};
+
+/**
+ * The daemon configuration: pool `internal` (default) and pool `public`; no device plugin
+ * (see {@linkcode DEMO_DAEMON_ENV}).
+ */
 export function demoDaemonConfig(p: DemoDaemonPaths): Record<string, unknown> {
   return {
     clusterName: DEMO_CLUSTER,
+    devicePlugin: "off",
     datapath: p.datapath,
     socketPath: p.socketPath,
     stateDir: p.stateDir,

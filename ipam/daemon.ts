@@ -137,6 +137,7 @@ async function startLocked(
     nodeEniMacs: facts.node.enis.map((e) => e.mac),
     save: () => writer.save(),
     poolsOfPod: (ns, name) => linked.kubelet?.poolsOfPod(ns, name) ?? Promise.resolve(undefined),
+    podsBlocked: () => linked.kubelet?.podsBlocked(),
   });
   await writer.save(); // the reconciled state is the new truth
   const egress = startEgress(cfg, facts, state, o);
@@ -207,6 +208,7 @@ async function startServing(
     ? NO_SERVER
     : serveIntrospection(cfg.listen, cfg, pools.view, () => life.ready, {
       devicePlugin: () => kubelet?.view(),
+      podsBlocked: () => kubelet?.podsBlocked(),
     });
   return { kubelet, cni, syncHosts, api, introspection };
 }

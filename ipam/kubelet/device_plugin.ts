@@ -14,9 +14,9 @@ import { DEVICE_PLUGIN, REGISTRATION } from "./services.ts";
 import { type Device, DEVICE_PLUGIN_API_VERSION, HEALTHY } from "./messages.ts";
 import { resourceName } from "./pod_resources.ts";
 import { log } from "../log.ts";
+import { KUBELET_SOCKET } from "./kubelet_socket.ts";
 
-/** The kubelet's registration socket's name inside the device-plugin directory. */
-export const KUBELET_SOCKET = "kubelet.sock";
+export { KUBELET_SOCKET };
 
 /** The socket file name of a pool's endpoint. */
 export function endpointName(pool: string): string {
