@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { resolveConfig } from "../../ipam/config.ts";
-import { DEMO_DAEMON_ENV, demoDaemonConfig } from "../../cli/demo_world.ts";
+import { demoDaemonConfig, demoDaemonEnv } from "../../cli/demo_world.ts";
 
 Deno.test("demo: the daemon's device plugin is off, whatever the user's environment says", () => {
   const file = demoDaemonConfig({
@@ -20,7 +20,7 @@ Deno.test("demo: the daemon's device plugin is off, whatever the user's environm
   });
   // The daemon inherits the user's environment, with the demo's own on top.
   for (const user of [{}, { VPCNI_DEVICE_PLUGIN: "on" }, { VPCNI_DEVICE_PLUGIN: "auto" }]) {
-    const cfg = resolveConfig(file, { ...user, ...DEMO_DAEMON_ENV }, {});
+    const cfg = resolveConfig(file, { ...user, ...demoDaemonEnv() }, {});
     assert.equal(cfg.devicePlugin, "off", `with ${JSON.stringify(user)}`);
   }
 });
