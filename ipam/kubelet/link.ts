@@ -27,7 +27,7 @@ const TICK_MS = 1_000;
 /** Pod-resources is asked again at least this often, to follow devices the kubelet hands out. */
 const LIST_EVERY_MS = 10_000;
 /** While pod-resources does not answer (and pods wait on it), it is asked again this often. */
-const RETRY_FAILED_MS = 1_000;
+const RETRY_FAILED_MS = 5_000;
 /** How many of the latest ADD lookups introspection shows. */
 const RECENT_LOOKUPS = 16;
 
