@@ -186,3 +186,48 @@ Deno.test("device plugin: a kubelet whose pod-resources never answers makes read
     await Deno.remove(kdir, { recursive: true });
   }
 });
+
+Deno.test("device plugin: once the kubelet that took the registration is gone, pods no longer wait on it", async () => {
+  const kdir = await kubeletDir();
+  const dp = `${kdir}/device-plugins`;
+  const pr = `${kdir}/pod-resources/kubelet.sock`;
+  const kubelet = await startKubeletStandin(dp, pr);
+  const stack = await startStack(standardScenario(), {
+    devicePlugin: "on",
+    devicePluginDir: dp,
+    podResourcesSocket: pr,
+    pools: POOLS,
+  });
+  try {
+    assert.ok(await eventually(() => kubelet.registrations.length === 2, 15_000), "registered");
+    // The kubelet is killed: both its sockets stay behind with nobody listening.
+    await kubelet.close();
+    await staleSocket(`${dp}/kubelet.sock`);
+    await staleSocket(pr);
+    const view = () =>
+      stack.introspect<{ registered: boolean; lastError?: string }>(
+        "/v1/device-plugin",
+      );
+    assert.ok(
+      await eventually(async () => !(await view()).registered, 15_000),
+      "the registration stops counting",
+    );
+    const add = await stack.call(addReq("p0"));
+    assert.ok(add.ok && "allocation" in add, JSON.stringify(add));
+    assert.equal(add.allocation.pool, "a");
+    const ready = await readyz(stack);
+    assert.equal(ready.status, 200, ready.text);
+    let last = {};
+    assert.ok(
+      await eventually(async () => {
+        const v = await view();
+        last = v;
+        return /no kubelet answers on .*kubelet\.sock/.test(v.lastError ?? "");
+      }, 15_000),
+      `the doctor is told why: ${JSON.stringify(last)}`,
+    );
+  } finally {
+    await stack.close();
+    await Deno.remove(kdir, { recursive: true });
+  }
+});
