@@ -107,7 +107,7 @@ export function serveIntrospection(
         return Response.json(cfg);
       case "/v1/device-plugin": {
         const view = extras.devicePlugin?.();
-        return Response.json(view ?? { enabled: false, reason: "knob devicePlugin is off" });
+        return Response.json(view ?? { enabled: false });
       }
       case "/metrics": {
         refreshMetrics(view);
