@@ -17,7 +17,13 @@ import { createNamedNetns, deleteNamedNetns } from "../netlink/netns_named.ts";
 import { NetlinkSocket } from "../netlink/socket.ts";
 import { createIpvlan, createVeth, setLinkUp } from "../netlink/link.ts";
 import { install } from "./install.ts";
-import { DEMO_INSTANCE, demoDaemonConfig, demoScenario } from "./demo_world.ts";
+import {
+  DEMO_INSTANCE,
+  demoDaemonConfig,
+  demoDaemonEnv,
+  type DemoKubelet,
+  demoScenario,
+} from "./demo_world.ts";
 
 /** Where the VPC (the simulator) says an address lives. */
 export interface EniHome {
@@ -41,6 +47,11 @@ export interface DemoNodeOptions {
   cniVersion?: string;
   /** Host-side link name prefix of the pods (1-4 characters). */
   hostVethPrefix?: string;
+  /**
+   * A kubelet a test runs for this node: the daemon's device plugin is then `auto` at its
+   * paths. Without it (the demo) the device plugin is off.
+   */
+  kubelet?: DemoKubelet;
 }
 
 /** One pod of the demo, after ADD. */
@@ -108,6 +119,7 @@ export class DemoNode {
   #prefix: string;
   #cniVersion: string;
   #hostVethPrefix: string;
+  #kubelet?: DemoKubelet;
 
   private constructor(init: {
     sim: SimServer;
@@ -134,6 +146,7 @@ export class DemoNode {
     this.#prefix = init.prefix;
     this.#cniVersion = init.options.cniVersion ?? "1.1.0";
     this.#hostVethPrefix = init.options.hostVethPrefix ?? "vpc";
+    this.#kubelet = init.options.kubelet;
   }
 
   /** Starts the simulator, the fabric and the node netns (no daemon yet). */
@@ -207,7 +220,7 @@ export class DemoNode {
     this.#daemon = inNetns(this.nodePath, () =>
       new Deno.Command(cmd, {
         args: [...args, "serve", "--config", configPath],
-        env: { AWS_ACCESS_KEY_ID: "demo", AWS_SECRET_ACCESS_KEY: "demo", AWS_REGION: "us-east-1" },
+        env: demoDaemonEnv(this.#kubelet),
         stdin: "null",
         stdout: "null",
         stderr: "piped",

@@ -138,6 +138,7 @@ async function startLocked(
     nodeEniMacs: facts.node.enis.map((e) => e.mac),
     save: () => writer.save(),
     poolsOfPod: (ns, name) => linked.kubelet?.poolsOfPod(ns, name) ?? Promise.resolve(undefined),
+    podsBlocked: () => linked.kubelet?.podsBlocked(),
   });
   await writer.save(); // the reconciled state is the new truth
   const gone = o.headless ? undefined : goneReleaser({
@@ -220,6 +221,7 @@ async function startServing(
     ? NO_SERVER
     : serveIntrospection(cfg.listen, cfg, pools.view, () => life.ready, {
       devicePlugin: () => kubelet?.view(),
+      podsBlocked: () => kubelet?.podsBlocked(),
     });
   return { kubelet, cni, syncHosts, api, introspection };
 }

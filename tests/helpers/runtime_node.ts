@@ -9,6 +9,7 @@
  * @module
  */
 import { DemoNode } from "../../cli/demo_node.ts";
+import type { DemoKubelet } from "../../cli/demo_world.ts";
 import { type Checkpoint, readCheckpoint } from "../../ipam/checkpoint.ts";
 
 /** The CNI network name the conflist declares. */
@@ -23,15 +24,20 @@ export type RuntimeNode = DemoNode;
 /**
  * Starts the node (`<prefix>-node`, `<prefix>-vpc`) and its daemon, with the conflist at
  * cniVersion 1.0.0 (containerd 1.6's libcni knows results up to 1.0.0); throws with the
- * daemon's log when it does not become ready.
+ * daemon's log when it does not become ready. With `kubelet`, the daemon's device plugin is
+ * `auto` at that kubelet's paths (off otherwise).
  */
-export async function startRuntimeNode(prefix: string): Promise<RuntimeNode> {
+export async function startRuntimeNode(
+  prefix: string,
+  kubelet?: DemoKubelet,
+): Promise<RuntimeNode> {
   const node = await DemoNode.start({
     datapath: "veth",
     instanceType: "m5.large",
     prefix,
     cniVersion: "1.0.0",
     hostVethPrefix: RUNTIME_HOST_VETH_PREFIX,
+    kubelet,
   });
   try {
     await node.startDaemon();
