@@ -11,6 +11,8 @@ import { CniError, ErrorCode, errorJson, toCniError } from "./errors.ts";
 import { checkLogFile, createLogger, type PluginLogger } from "./log.ts";
 import { checkStdinSize, INPUT_BOUNDS } from "./bounds.ts";
 import { checkNetnsFile } from "./netns_file.ts";
+
+export { sendNetnsFd } from "./netns_fd_send.ts";
 import { readAllStdin, writeAllStdout } from "./process_io.ts";
 import { runIpamVerb } from "./ipam_plugin.ts";
 import { cmdAdd, cmdCheck, cmdDel, cmdGc, cmdStatus, type MainInvocation } from "./main_plugin.ts";

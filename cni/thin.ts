@@ -52,6 +52,15 @@ export interface ThinIo {
 /** What the full plugin offers the thin one. */
 export interface FullPlugin {
   runPlugin(io: ThinIo, opts?: { daemonDown?: boolean }): Promise<number>;
+  /** Hands `netns` to the daemon at `daemonSocket` (cni/netns_fd_send.ts). */
+  sendNetnsFd(
+    daemonSocket: string,
+    netns: string,
+    timeoutMs: number,
+  ):
+    | { token: string }
+    | { gone: true }
+    | { failed: { code: number; msg: string; details?: string } };
 }
 
 /** How the thin plugin runs. */
@@ -134,6 +143,11 @@ class DaemonDownError extends Error {}
  * it and judges its answers as that protocol says.
  */
 class NotProtocol2Error extends Error {}
+/**
+ * The daemon's mount namespace does not reach `CNI_NETNS`: it asks for the netns, which the
+ * plugin opens in the runtime's mount namespace and hands over (cni/netns_fd_send.ts).
+ */
+class NeedNetnsFdError extends Error {}
 
 /** Reads to EOF, or throws once more than `max` bytes came. */
 async function readAnswer(conn: Deno.UnixConn, max: number): Promise<Uint8Array> {
@@ -226,11 +240,12 @@ async function forward(
   verb: string,
   env: Record<string, string>,
   stdin: string,
+  netnsFd?: string,
 ): Promise<{ stdout: string; exitCode: number }> {
   const text = await exchange(
     route,
     verb,
-    JSON.stringify({ version: CNI_PROTOCOL_VERSION, op: "cni", env, stdin }),
+    JSON.stringify({ version: CNI_PROTOCOL_VERSION, op: "cni", env, stdin, netnsFd }),
   );
   let answer: unknown;
   try {
@@ -245,6 +260,9 @@ async function forward(
     throw new NotProtocol2Error("no protocol version 2 in the answer");
   }
   const a = answer as Record<string, unknown>;
+  if (a.ok === false && a.needNetnsFd === true && netnsFd === undefined) {
+    throw new NeedNetnsFdError();
+  }
   if (
     a.ok === true && typeof a.stdout === "string" && (a.exitCode === 0 || a.exitCode === 1)
   ) {
@@ -254,13 +272,45 @@ async function forward(
     a.ok === false && typeof a.code === "number" && DAEMON_ERROR_CODES.includes(a.code) &&
     typeof a.msg === "string" && a.msg !== ""
   ) {
-    throw new CniError(a.code, daemonText(a.msg));
+    const details = typeof a.details === "string" ? daemonText(a.details) : undefined;
+    throw new CniError(a.code, daemonText(a.msg), details || undefined);
   }
   throw new CniError(
     ErrorCode.DAEMON_PROTOCOL,
     `IPAM daemon at ${route.socket} answered ${verb} outside protocol ${CNI_PROTOCOL_VERSION}`,
     "are the plugin and 'vpcni serve' from the same release?",
   );
+}
+
+/**
+ * The invocation again, after the daemon asked for the pod's netns: the full plugin opens
+ * `CNI_NETNS` here, in the runtime's mount namespace, and hands it to the daemon, and the
+ * invocation names the token it got. A DEL whose netns is gone here too goes without it (the
+ * node's side is cleaned up, as for any DEL of a gone netns); an ADD or CHECK of it is code 3.
+ */
+async function forwardWithNetns(
+  route: Route,
+  verb: string,
+  env: Record<string, string>,
+  stdin: string,
+  plugin: FullPlugin,
+): Promise<{ stdout: string; exitCode: number }> {
+  const netns = env.CNI_NETNS ?? "";
+  const sent = plugin.sendNetnsFd(route.socket, netns, route.timeoutMs);
+  if ("failed" in sent) {
+    throw new CniError(sent.failed.code, sent.failed.msg, sent.failed.details);
+  }
+  if ("gone" in sent) {
+    if (verb !== "DEL") {
+      throw new CniError(
+        ErrorCode.UNKNOWN_CONTAINER,
+        `container unknown: CNI_NETNS ${netns} does not exist`,
+      );
+    }
+    const { CNI_NETNS: _, ...rest } = env;
+    return await forward(route, verb, rest, stdin);
+  }
+  return await forward(route, verb, env, stdin, sent.token);
 }
 
 /** Runs one invocation; returns the process exit code. */
@@ -297,7 +347,14 @@ export async function runThinPlugin(opts: ThinOptions): Promise<number> {
     if (v !== undefined) env[name] = v;
   }
   try {
-    const { stdout, exitCode } = await forward(route, command, env, stdin);
+    let answer;
+    try {
+      answer = await forward(route, command, env, stdin);
+    } catch (e) {
+      if (!(e instanceof NeedNetnsFdError)) throw e;
+      answer = await forwardWithNetns(route, command, env, stdin, await opts.loadFull());
+    }
+    const { stdout, exitCode } = answer;
     if (stdout !== "") io.writeStdout(stdout);
     return exitCode;
   } catch (e) {

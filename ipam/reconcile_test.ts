@@ -18,7 +18,7 @@ function ipOf(r: IpamResponse): string {
 /** A kernel where the pods named in `gone` have no netns any more, and `routed` are routed. */
 function kernel(gone: string[], routed?: string[]): KernelView {
   return {
-    podAlive: (netns) => Promise.resolve(!gone.some((p) => netns === `/run/netns/${p}`)),
+    podAlive: ({ netns }) => Promise.resolve(!gone.some((p) => netns === `/run/netns/${p}`)),
     routedPodIps: () => Promise.resolve(routed && new Set(routed)),
   };
 }

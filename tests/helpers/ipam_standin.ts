@@ -16,6 +16,7 @@ import {
   type PodAllocation,
 } from "../../proto/ipam.ts";
 import { CniService } from "../../ipam/cni_service.ts";
+import { serveNetnsFdsFor } from "../../ipam/netns_fds.ts";
 
 /** How the stand-in is set up. */
 export interface StandinOptions {
@@ -58,8 +59,13 @@ export interface IpamStandin {
   close(): Promise<void>;
 }
 
-/** Starts a stand-in daemon on `opts.socket`. */
-export function startIpamStandin(opts: StandinOptions): IpamStandin {
+/**
+ * Starts a stand-in daemon on `opts.socket`, with the daemon's netns socket beside it
+ * (ipam/netns_fds.ts) once `netnsFds` settles.
+ */
+export function startIpamStandin(
+  opts: StandinOptions,
+): IpamStandin & { netnsFds: Promise<unknown> } {
   const subnetCidr = opts.subnetCidr ?? "10.77.0.0/24";
   const gateway = opts.gateway ?? subnetCidr.replace(/\.\d+\/\d+$/, ".1");
   const eni: EniInfo = {
@@ -181,11 +187,14 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
     return Response.json(await reserve(req));
   });
 
+  const netnsFds = serveNetnsFdsFor(opts.socket, cni);
   return {
     reservations,
     requests,
+    netnsFds,
     async close() {
       cni.close();
+      await (await netnsFds)?.close();
       await server.shutdown();
       await Deno.remove(opts.socket).catch(() => {});
     },
