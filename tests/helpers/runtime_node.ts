@@ -23,9 +23,13 @@ export type RuntimeNode = DemoNode;
 /**
  * Starts the node (`<prefix>-node`, `<prefix>-vpc`) and its daemon, with the conflist at
  * cniVersion 1.0.0 (containerd 1.6's libcni knows results up to 1.0.0); throws with the
- * daemon's log when it does not become ready.
+ * daemon's log when it does not become ready. `daemon.ownMountNamespace`: the daemon runs in
+ * a private mount namespace of its own, as in its DaemonSet container.
  */
-export async function startRuntimeNode(prefix: string): Promise<RuntimeNode> {
+export async function startRuntimeNode(
+  prefix: string,
+  daemon: { ownMountNamespace?: boolean } = {},
+): Promise<RuntimeNode> {
   const node = await DemoNode.start({
     datapath: "veth",
     instanceType: "m5.large",
@@ -34,7 +38,7 @@ export async function startRuntimeNode(prefix: string): Promise<RuntimeNode> {
     hostVethPrefix: RUNTIME_HOST_VETH_PREFIX,
   });
   try {
-    await node.startDaemon();
+    await node.startDaemon(daemon);
     if (!(await node.waitReady(90_000))) {
       const log = await Deno.readTextFile(node.daemonLog).catch(() => "");
       throw new Error(`the vpcni daemon did not become ready; its log:\n${log.slice(-3000)}`);
