@@ -45,11 +45,19 @@ const CMSG_LEN_ONE_FD = 20;
 const CONTROL_BYTES = 64;
 const MSGHDR_BYTES = 56;
 
+/** Touches buffers after a call that reached them only through addresses in a header. */
+function keepAlive(...bufs: Uint8Array[]): void {
+  for (const b of bufs) if (b.byteLength < 0) throw new Error("unreachable");
+}
+
 function ptr(buf: Uint8Array): bigint {
   return BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buf as Uint8Array<ArrayBuffer>)));
 }
 
-/** A `struct msghdr` with one iovec over `data` and a control buffer; buffers kept alive. */
+/**
+ * A `struct msghdr` with one iovec over `data` and a control buffer. The caller keeps
+ * `iov` referenced until the call returns: the header holds only its address.
+ */
 function msghdr(data: Uint8Array, control: Uint8Array, controlLen: number) {
   const iov = new Uint8Array(16);
   const iv = new DataView(iov.buffer);
@@ -61,7 +69,7 @@ function msghdr(data: Uint8Array, control: Uint8Array, controlLen: number) {
   h.setBigUint64(24, 1n, true); // msg_iovlen
   h.setBigUint64(32, ptr(control), true); // msg_control
   h.setBigUint64(40, BigInt(controlLen), true); // msg_controllen
-  return { hdr, keep: [data, control, iov] };
+  return { hdr, iov };
 }
 
 /**
@@ -76,9 +84,9 @@ export function sendFd(sock: number, fd: number, tag: number, flags = MSG_NOSIGN
   c.setInt32(8, SOL_SOCKET, true);
   c.setInt32(12, SCM_RIGHTS, true);
   c.setInt32(16, fd, true);
-  const { hdr, keep } = msghdr(data, control, control.length);
+  const { hdr, iov } = msghdr(data, control, control.length);
   const n = Number(scmLibc().sendmsg(sock, hdr, flags));
-  keep.length = 0;
+  keepAlive(iov, data, control);
   return n;
 }
 
@@ -101,9 +109,9 @@ export interface ReceivedFd {
 export async function recvFd(sock: number): Promise<ReceivedFd | undefined> {
   const data = new Uint8Array(16);
   const control = new Uint8Array(CONTROL_BYTES);
-  const { hdr, keep } = msghdr(data, control, control.length);
+  const { hdr, iov } = msghdr(data, control, control.length);
   const n = Number(await scmLibc().recvmsg(sock, hdr, MSG_CMSG_CLOEXEC));
-  keep.length = 0;
+  keepAlive(iov, data, control);
   if (n < 0) return undefined;
   const h = new DataView(hdr.buffer);
   const controlLen = Number(h.getBigUint64(40, true));

@@ -22,7 +22,14 @@
  * - the daemon answers the invocation but not in protocol 2 — an older release that only
  *   reserves (rolling upgrade), or a socket that is not vpcni's daemon at all: the full plugin
  *   speaks protocol 1 with it, as that release's plugin did, and judges its answers as that
- *   protocol says. A version skew thus costs time, never a wrong result.
+ *   protocol says. A version skew thus costs time, never a wrong result;
+ * - the daemon's mount namespace does not reach `CNI_NETNS` (a runtime that mounts pod netns
+ *   under its own state dir, a daemon in a container without that directory): the daemon
+ *   asks for the netns, and the full plugin opens it here, in the runtime's mount namespace,
+ *   and hands it over on the daemon's netns socket (cni/netns_fd_send.ts); the invocation
+ *   then goes again with the token it got. A daemon from before that hand-over refuses the
+ *   path instead; when the full plugin sees a pod netns there, the error says what happened
+ *   and how to fix it.
  *
  * @module
  */
@@ -52,6 +59,8 @@ export interface ThinIo {
 /** What the full plugin offers the thin one. */
 export interface FullPlugin {
   runPlugin(io: ThinIo, opts?: { daemonDown?: boolean }): Promise<number>;
+  /** True when `path` is a pod netns in the plugin's (the runtime's) mount namespace. */
+  netnsIsHere(path: string): boolean;
   /** Hands `netns` to the daemon at `daemonSocket` (cni/netns_fd_send.ts). */
   sendNetnsFd(
     daemonSocket: string,
@@ -313,6 +322,46 @@ async function forwardWithNetns(
   return await forward(route, verb, env, stdin, sent.token);
 }
 
+/**
+ * A daemon's refusal of `CNI_NETNS` as missing (3) or no netns (4), when the plugin sees a pod
+ * netns there: the daemon's mount namespace does not reach it, and it did not ask for the
+ * netns (a release from before the hand-over). The error says so and how to fix it; other
+ * answers are left as they are.
+ */
+async function explainUnseenNetns(
+  verb: string,
+  netns: string | undefined,
+  answer: { stdout: string; exitCode: number },
+  loadFull: () => Promise<FullPlugin>,
+): Promise<{ stdout: string; exitCode: number }> {
+  if (answer.exitCode !== 1 || !netns || (verb !== "ADD" && verb !== "CHECK")) return answer;
+  let err: { cniVersion?: unknown; code?: unknown; msg?: unknown };
+  try {
+    err = JSON.parse(answer.stdout);
+  } catch {
+    return answer;
+  }
+  if (
+    (err.code !== ErrorCode.UNKNOWN_CONTAINER && err.code !== ErrorCode.INVALID_ENV) ||
+    typeof err.msg !== "string" || !err.msg.includes(`CNI_NETNS ${JSON.stringify(netns)}`) &&
+      !err.msg.includes(`CNI_NETNS ${netns} `)
+  ) return answer;
+  if (!(await loadFull()).netnsIsHere(netns)) return answer;
+  const dir = netns.slice(0, netns.lastIndexOf("/")) || "/";
+  return {
+    exitCode: 1,
+    stdout: JSON.stringify({
+      cniVersion: err.cniVersion,
+      code: ErrorCode.INVALID_ENV,
+      msg: `the IPAM daemon's mount namespace does not reach CNI_NETNS ${netns}, a pod ` +
+        `netns here; the daemon said: ${err.msg}`,
+      details: `mount the runtime's netns directory (${dir}) into the daemon's container ` +
+        "with mountPropagation: HostToContainer, or upgrade the daemon to the plugin's " +
+        "release, which takes the netns from the plugin",
+    }),
+  };
+}
+
 /** Runs one invocation; returns the process exit code. */
 export async function runThinPlugin(opts: ThinOptions): Promise<number> {
   const io = opts.io ?? thinProcessIo;
@@ -354,7 +403,12 @@ export async function runThinPlugin(opts: ThinOptions): Promise<number> {
       if (!(e instanceof NeedNetnsFdError)) throw e;
       answer = await forwardWithNetns(route, command, env, stdin, await opts.loadFull());
     }
-    const { stdout, exitCode } = answer;
+    const { stdout, exitCode } = await explainUnseenNetns(
+      command,
+      env.CNI_NETNS,
+      answer,
+      opts.loadFull,
+    );
     if (stdout !== "") io.writeStdout(stdout);
     return exitCode;
   } catch (e) {

@@ -20,7 +20,12 @@ import assert from "node:assert/strict";
 import { run, sh } from "../helpers/sh.ts";
 import { makeNode, NODE_ENI_MAC, podEnv, runVpcni, type TestNode } from "./harness.ts";
 
-async function startHiddenDaemon(node: TestNode, socket: string, tmpfsOver: string) {
+async function startHiddenDaemon(
+  node: TestNode,
+  socket: string,
+  tmpfsOver: string,
+  older = false,
+) {
   const requestLog = `${node.dir}/requests.jsonl`;
   // The daemon's own mount namespace: private, so mounts made outside later never reach it,
   // with an empty tmpfs over `tmpfsOver` (a directory only the runtime's namespace has).
@@ -43,6 +48,7 @@ async function startHiddenDaemon(node: TestNode, socket: string, tmpfsOver: stri
         addresses: ["10.77.0.130", "10.77.0.131", "10.77.0.132"],
         eniMac: NODE_ENI_MAC,
         nodeNetns: node.node.path,
+        beforeNetnsHandOver: older,
       }),
       requestLog,
     ],
@@ -152,6 +158,42 @@ Deno.test("a pod netns outside the daemon's mount namespace: ADD, CHECK, DEL thr
   } finally {
     await daemon.stop();
     for (const m of mounted) await run(["umount", m]);
+    await node.cleanup();
+  }
+});
+
+Deno.test("a daemon from before the netns hand-over: the plugin's error names the cause and the fix", async () => {
+  const node = await makeNode();
+  const socket = `${node.dir}/ipam.sock`;
+  const stateDir = `${node.dir}/containerd-state/netns`;
+  const otherDir = `${node.dir}/runtime-only`;
+  await Deno.mkdir(stateDir, { recursive: true });
+  await Deno.mkdir(otherDir);
+  const daemon = await startHiddenDaemon(node, socket, otherDir, true);
+  const path = `${stateDir}/cni-old`;
+  try {
+    const pod = await node.pod();
+    await Deno.writeTextFile(path, "");
+    await sh(["mount", "--bind", pod.path, path]);
+    const conf = JSON.stringify({
+      cniVersion: "1.1.0",
+      name: "vcn-hidden-old",
+      type: "vpcni",
+      datapath: "veth",
+      mtu: 1500,
+      daemonSocket: socket,
+    });
+    const add = await runVpcni(node, podEnv("ADD", "vcn-hidden-old", path), conf);
+    assert.equal(add.code, 1, add.stdout);
+    assert.equal(add.json?.code, 4, add.stdout);
+    assert.match(
+      String(add.json?.msg),
+      new RegExp(`mount namespace does not reach CNI_NETNS ${path}.*regular file`),
+    );
+    assert.match(String(add.json?.details), /HostToContainer.*upgrade the daemon/);
+  } finally {
+    await daemon.stop();
+    await run(["umount", path]);
     await node.cleanup();
   }
 });
