@@ -137,6 +137,29 @@ Deno.test("a pod netns outside the daemon's mount namespace: ADD, CHECK, DEL thr
       assert.equal(delReq.containerId, id);
     }
 
+    // A DEL after the runtime removed the netns (gone in its namespace too): no netns to hand
+    // over; the node's side is cleaned up and the address released, as for any gone netns.
+    {
+      const pod = await node.pod();
+      const path = `${otherDir}/cni-gone`;
+      await Deno.writeTextFile(path, "");
+      await sh(["mount", "--bind", pod.path, path]);
+      const nodeLinks = await sh(["ip", "-o", "link", "show"], { netns: node.node.name });
+      const add = await runVpcni(node, podEnv("ADD", "vcn-hidden-gone", path), conf);
+      assert.equal(add.code, 0, add.stdout + add.stderr);
+      await sh(["umount", path]);
+      await Deno.remove(path);
+      const del = await runVpcni(node, podEnv("DEL", "vcn-hidden-gone", path), conf);
+      assert.equal(del.code, 0, del.stdout + del.stderr);
+      const delReq = (await daemon.requests()).filter((r) => r.op === "del").at(-1);
+      assert.equal(delReq.containerId, "vcn-hidden-gone", "the address was released");
+      assert.equal(
+        await sh(["ip", "-o", "link", "show"], { netns: node.node.name }),
+        nodeLinks,
+        "the host veth is gone",
+      );
+    }
+
     // The netns socket gone (a daemon of an older release has none): the error says why
     // and what to do, and nothing is reserved.
     await Deno.remove(`${socket}.netns`);
