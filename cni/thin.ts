@@ -48,6 +48,7 @@ import {
   MAX_DAEMON_TIMEOUT_MS,
 } from "../proto/ipam.ts";
 import { concatBytes } from "../base/bytes.ts";
+import { explainUnseenNetns, handOverNetns } from "./thin_netns.ts";
 
 /** Where an invocation reads and writes (the full plugin's `PluginIo`). */
 export interface ThinIo {
@@ -304,62 +305,10 @@ async function forwardWithNetns(
   stdin: string,
   plugin: FullPlugin,
 ): Promise<{ stdout: string; exitCode: number }> {
-  const netns = env.CNI_NETNS ?? "";
-  const sent = plugin.sendNetnsFd(route.socket, netns, route.timeoutMs);
-  if ("failed" in sent) {
-    throw new CniError(sent.failed.code, sent.failed.msg, sent.failed.details);
-  }
-  if ("gone" in sent) {
-    if (verb !== "DEL") {
-      throw new CniError(
-        ErrorCode.UNKNOWN_CONTAINER,
-        `container unknown: CNI_NETNS ${netns} does not exist`,
-      );
-    }
-    const { CNI_NETNS: _, ...rest } = env;
-    return await forward(route, verb, rest, stdin);
-  }
-  return await forward(route, verb, env, stdin, sent.token);
-}
-
-/**
- * A daemon's refusal of `CNI_NETNS` as missing (3) or no netns (4), when the plugin sees a pod
- * netns there: the daemon's mount namespace does not reach it, and it did not ask for the
- * netns (a release from before the hand-over). The error says so and how to fix it; other
- * answers are left as they are.
- */
-async function explainUnseenNetns(
-  verb: string,
-  netns: string | undefined,
-  answer: { stdout: string; exitCode: number },
-  loadFull: () => Promise<FullPlugin>,
-): Promise<{ stdout: string; exitCode: number }> {
-  if (answer.exitCode !== 1 || !netns || (verb !== "ADD" && verb !== "CHECK")) return answer;
-  let err: { cniVersion?: unknown; code?: unknown; msg?: unknown };
-  try {
-    err = JSON.parse(answer.stdout);
-  } catch {
-    return answer;
-  }
-  if (
-    (err.code !== ErrorCode.UNKNOWN_CONTAINER && err.code !== ErrorCode.INVALID_ENV) ||
-    typeof err.msg !== "string" || !err.msg.includes(`CNI_NETNS ${JSON.stringify(netns)}`) &&
-      !err.msg.includes(`CNI_NETNS ${netns} `)
-  ) return answer;
-  if (!(await loadFull()).netnsIsHere(netns)) return answer;
-  const dir = netns.slice(0, netns.lastIndexOf("/")) || "/";
-  return {
-    exitCode: 1,
-    stdout: JSON.stringify({
-      cniVersion: err.cniVersion,
-      code: ErrorCode.INVALID_ENV,
-      msg: `the IPAM daemon's mount namespace does not reach CNI_NETNS ${netns}, a pod ` +
-        `netns here; the daemon said: ${err.msg}`,
-      details: `mount the runtime's netns directory (${dir}) into the daemon's container ` +
-        "with mountPropagation: HostToContainer, or upgrade the daemon to the plugin's " +
-        "release, which takes the netns from the plugin",
-    }),
-  };
+  const handed = handOverNetns(plugin, route.socket, verb, env.CNI_NETNS ?? "", route.timeoutMs);
+  if ("token" in handed) return await forward(route, verb, env, stdin, handed.token);
+  const { CNI_NETNS: _, ...rest } = env;
+  return await forward(route, verb, rest, stdin);
 }
 
 /** Runs one invocation; returns the process exit code. */
