@@ -188,8 +188,12 @@ export class DemoNode {
     return eni?.privateIps.find((p) => p.primary)?.address ?? "";
   }
 
-  /** Installs the plugin and conflist (as `vpcni install` does), then starts the daemon. */
-  async startDaemon(): Promise<void> {
+  /**
+   * Installs the plugin and conflist (as `vpcni install` does), then starts the daemon; with
+   * `ownMountNamespace`, in a private mount namespace of its own, as in its DaemonSet
+   * container: mounts made on the node later (a runtime's pod netns) do not reach it.
+   */
+  async startDaemon(opts: { ownMountNamespace?: boolean } = {}): Promise<void> {
     const [ec2, imds] = this.#forwards;
     const configPath = `${this.root}/vpcni.yaml`;
     await Deno.writeTextFile(
@@ -213,7 +217,10 @@ export class DemoNode {
       hostVethPrefix: this.#hostVethPrefix,
       cniVersion: this.#cniVersion,
     });
-    const [cmd, ...args] = selfCommand();
+    const [cmd, ...args] = [
+      ...(opts.ownMountNamespace ? ["unshare", "--mount", "--propagation", "private", "--"] : []),
+      ...selfCommand(),
+    ];
     const log = await Deno.open(this.daemonLog, { create: true, write: true, truncate: true });
     // Forked while the thread sits in the node netns: the daemon lives there, like a
     // hostNetwork DaemonSet pod lives in the node's netns.

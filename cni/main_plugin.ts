@@ -19,6 +19,7 @@ import { requireVerbVersion } from "./verb_version.ts";
 import { requireValidAttachments } from "./gc_input.ts";
 import { pathExists } from "../base/path_exists.ts";
 import { delRecordDir, writeDelRecord } from "../proto/del_records.ts";
+import { netnsOpenPath } from "../base/netns_alias.ts";
 
 /** What a main-plugin verb needs. */
 export interface MainInvocation {
@@ -108,7 +109,7 @@ async function datapathStep<T>(
 export async function cmdAdd(inv: MainInvocation): Promise<Record<string, unknown>> {
   const { config, env, log } = inv;
   const netns = env.netns!;
-  if (!pathExists(netns)) {
+  if (!pathExists(netnsOpenPath(netns))) {
     throw new CniError(
       ErrorCode.UNKNOWN_CONTAINER,
       `container unknown: CNI_NETNS ${netns} does not exist`,
@@ -207,7 +208,7 @@ export async function cmdDel(inv: MainInvocation): Promise<void> {
       );
     }
     const address = held?.address ?? prev;
-    const netns = env.netns && pathExists(env.netns) ? env.netns : undefined;
+    const netns = env.netns && pathExists(netnsOpenPath(env.netns)) ? env.netns : undefined;
     const dp = datapathConfig(config, [], held?.nodeEniMacs);
     const pod = { containerId: env.containerId!, ifName: env.ifName!, netns, address };
     const skipped = await datapathStep(
@@ -296,7 +297,7 @@ export async function cmdCheck(inv: MainInvocation): Promise<void> {
       `invalid network configuration: prevResult has no IPv4 address on ${env.ifName}`,
     );
   }
-  if (!pathExists(netns)) {
+  if (!pathExists(netnsOpenPath(netns))) {
     throw new CniError(
       ErrorCode.UNKNOWN_CONTAINER,
       `container unknown: CNI_NETNS ${netns} does not exist`,

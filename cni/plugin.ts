@@ -11,6 +11,20 @@ import { CniError, ErrorCode, errorJson, toCniError } from "./errors.ts";
 import { checkLogFile, createLogger, type PluginLogger } from "./log.ts";
 import { checkStdinSize, INPUT_BOUNDS } from "./bounds.ts";
 import { checkNetnsFile } from "./netns_file.ts";
+
+export { sendNetnsFd } from "./netns_fd_send.ts";
+
+/**
+ * True when `path` names a pod's network namespace in this process's mount namespace (the
+ * runtime's, where the plugin runs): the thin plugin asks when a daemon said it is not one.
+ */
+export function netnsIsHere(path: string): boolean {
+  try {
+    return checkNetnsFile(path, "ADD") === "netns";
+  } catch {
+    return false;
+  }
+}
 import { readAllStdin, writeAllStdout } from "./process_io.ts";
 import { runIpamVerb } from "./ipam_plugin.ts";
 import { cmdAdd, cmdCheck, cmdDel, cmdGc, cmdStatus, type MainInvocation } from "./main_plugin.ts";

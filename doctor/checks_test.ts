@@ -120,3 +120,23 @@ Deno.test("held addresses beside real orphans: --fix is offered for the orphans 
   );
   assert.match(r.fix ?? "", /; leave held addresses be/);
 });
+
+Deno.test("consistency: a pod netns the daemon could not see is not a disagreement", () => {
+  const a = {
+    network: "vpcni",
+    containerId: "c-hidden",
+    ifName: "eth0",
+    ip: "10.0.1.5",
+    eniId: "eni-1",
+    pool: "default",
+    netns: "/run/containerd/netns/cni-1",
+  };
+  const judge = (netnsHidden?: boolean) =>
+    checkConsistency(
+      daemonDownFacts({ allocations: [{ ...a, netnsHidden }] }),
+      undefined,
+      () => false,
+    );
+  assert.equal(judge(true).status, "ok", JSON.stringify(judge(true)));
+  assert.equal(judge().status, "fail", "a netns the daemon saw and that is gone is reported");
+});

@@ -23,6 +23,11 @@ const allocationSchema = z.object({
   podName: z.string().optional(),
   podUid: z.string().optional(),
   netns: z.string().optional(),
+  /**
+   * The daemon's mount namespace did not reach `netns` at the ADD (the plugin handed the netns
+   * over): its liveness cannot be read from the path (ipam/kernel_view.ts). Absent: it did.
+   */
+  netnsHidden: z.boolean().optional(),
   ip: z.string(),
   eniId: z.string(),
   pool: z.string(),

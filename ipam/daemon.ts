@@ -4,7 +4,7 @@
  * loopback introspection and run the warm loop and the leaked-ENI collector.
  *
  * Files the daemon writes (see README): `<stateDir>/ipam-checkpoint.json` (+ its temp
- * `.ipam-checkpoint.json.tmp`), `<stateDir>/ipam.lock`, and the socket at `socketPath`.
+ * `.ipam-checkpoint.json.tmp`), `<stateDir>/ipam.lock`, the socket at `socketPath` and the netns socket beside it
  *
  * @module
  */
@@ -18,6 +18,7 @@ import { PoolManager } from "./pools.ts";
 import { type NodeFacts, resolvePools } from "./pool_resolution.ts";
 import { loadCheckpoint, reconcile, type ReconcileReport } from "./reconcile.ts";
 import { answerRaw, serveUnixApi } from "./api.ts";
+import { netnsSocketPath } from "./netns_fds.ts";
 import { CniService } from "./cni_service.ts";
 import { HostPreparer } from "./host_prep.ts";
 import { LeakedEniCollector, trackMutations } from "./ec2_sync.ts";
@@ -259,6 +260,7 @@ function stopper(
         })
       );
       await Deno.remove(cfg.socketPath).catch(() => {});
+      await Deno.remove(netnsSocketPath(cfg.socketPath)).catch(() => {});
       claim.release();
       rawCloud.close?.();
       resolveFinished();

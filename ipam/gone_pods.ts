@@ -92,7 +92,7 @@ export async function sweepGonePods(p: GonePodsParts, seen: Set<string>): Promis
   for (const key of seen) if (!allocator.allocation(key)) seen.delete(key);
   for (const [key, a] of allocator.allocations()) {
     if (p.pools.busy(key)) continue;
-    const alive = await p.kernel.podAlive(a.netns);
+    const alive = await p.kernel.podAlive(a);
     if (alive === true) seen.add(key);
     else if (alive === false && seen.has(key) && a.time <= old) gone.push(key);
   }

@@ -15,7 +15,7 @@ const POOLS = { pools: [{ name: "default", warmEnis: 0, warmIps: 0, ipCooldownSe
 /** A kernel where `alive` netns exist, `unseen` cannot be told about, `ruled` have rules. */
 function kernel(k: { alive: Set<string>; unseen: Set<string>; ruled: Set<string> }): KernelView {
   return {
-    podAlive: (netns) =>
+    podAlive: ({ netns }) =>
       Promise.resolve(
         netns === undefined || k.unseen.has(netns) ? undefined : k.alive.has(netns),
       ),

@@ -13,10 +13,22 @@ import { listRoutes, listRules, MAIN_TABLE, NetlinkSocket } from "../netlink/mod
 import { RULE_PRIORITY_TO_POD } from "../cni/datapath/types.ts";
 import { log } from "./log.ts";
 
+/** What an allocation says of its pod's netns. */
+export interface PodNetns {
+  /** The runtime's `CNI_NETNS`. */
+  netns?: string;
+  /** The daemon's mount namespace did not reach `netns` at the ADD. */
+  netnsHidden?: boolean;
+}
+
 /** What the kernel can tell about the node's pods. */
 export interface KernelView {
-  /** true: the pod's netns exists; false: it is gone; undefined: cannot tell. */
-  podAlive(netns: string | undefined): Promise<boolean | undefined>;
+  /**
+   * true: the pod's netns exists; false: it is gone; undefined: cannot tell — always for a
+   * pod whose netns the daemon's mount namespace does not reach (`netnsHidden`: the plugin
+   * handed it over, ipam/netns_fds.ts), where a missing path says nothing about the pod.
+   */
+  podAlive(pod: PodNetns): Promise<boolean | undefined>;
   /**
    * Addresses the host routes to a running pod (the datapath's per-pod rule and host route),
    * or undefined when they cannot be read. Pods set up by another main plugin (vpcni as IPAM only) have
@@ -59,8 +71,8 @@ export function hostKernelView(netnsPath?: string): KernelView {
     }
   };
   return {
-    async podAlive(netns) {
-      if (!netns) return undefined;
+    async podAlive({ netns, netnsHidden }) {
+      if (!netns || netnsHidden) return undefined;
       try {
         await Deno.stat(netns);
         return true;

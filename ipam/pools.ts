@@ -212,6 +212,7 @@ export class PoolManager {
           podName: req.podName,
           podUid: req.podUid,
           netns: req.netns,
+          ...(req.netnsHidden ? { netnsHidden: true } : {}),
         });
         if (rec) {
           // Holding an address now: no longer one growth must find an address for, even

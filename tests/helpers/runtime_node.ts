@@ -24,12 +24,13 @@ export type RuntimeNode = DemoNode;
 /**
  * Starts the node (`<prefix>-node`, `<prefix>-vpc`) and its daemon, with the conflist at
  * cniVersion 1.0.0 (containerd 1.6's libcni knows results up to 1.0.0); throws with the
- * daemon's log when it does not become ready. With `kubelet`, the daemon's device plugin is
- * `auto` at that kubelet's paths (off otherwise).
+ * daemon's log when it does not become ready. With `o.kubelet`, the daemon's device plugin is
+ * `auto` at that kubelet's paths (off otherwise); with `o.ownMountNamespace`, the daemon runs
+ * in a private mount namespace of its own, as in its DaemonSet container.
  */
 export async function startRuntimeNode(
   prefix: string,
-  kubelet?: DemoKubelet,
+  o: { kubelet?: DemoKubelet; ownMountNamespace?: boolean } = {},
 ): Promise<RuntimeNode> {
   const node = await DemoNode.start({
     datapath: "veth",
@@ -37,10 +38,10 @@ export async function startRuntimeNode(
     prefix,
     cniVersion: "1.0.0",
     hostVethPrefix: RUNTIME_HOST_VETH_PREFIX,
-    kubelet,
+    kubelet: o.kubelet,
   });
   try {
-    await node.startDaemon();
+    await node.startDaemon({ ownMountNamespace: o.ownMountNamespace });
     if (!(await node.waitReady(90_000))) {
       const log = await Deno.readTextFile(node.daemonLog).catch(() => "");
       throw new Error(`the vpcni daemon did not become ready; its log:\n${log.slice(-3000)}`);

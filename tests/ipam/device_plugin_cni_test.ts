@@ -36,8 +36,10 @@ Deno.test({
   // the device plugin `auto` at the kubelet's paths: it turns on once the kubelet answers.
   Deno.env.set("VPCNI_LOG_LEVEL", "debug");
   const node = await startRuntimeNode(TAG, {
-    devicePluginDir: `${kdir}/var-lib/kubelet/device-plugins`,
-    podResourcesSocket: `${kdir}/root/pod-resources/kubelet.sock`,
+    kubelet: {
+      devicePluginDir: `${kdir}/var-lib/kubelet/device-plugins`,
+      podResourcesSocket: `${kdir}/root/pod-resources/kubelet.sock`,
+    },
   }).finally(() => Deno.env.delete("VPCNI_LOG_LEVEL"));
   let containerd: Containerd | undefined;
   let kubelet: StandaloneKubelet | undefined;
