@@ -31,7 +31,7 @@ import { attachedEnisFromImds, changeMarker, startLimits } from "./imds_start.ts
 import { collectGarbage as collectProcessGarbage } from "./memory.ts";
 import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
-import { EgressKeeper } from "./egress/keeper.ts";
+import { EGRESS_LINK_WAIT_MS, EgressKeeper } from "./egress/keeper.ts";
 import { type KubeletLink, startKubeletLinkIfEnabled } from "./kubelet/enable.ts";
 
 export { LOCK_FILE };
@@ -140,8 +140,10 @@ async function startLocked(
   });
   await writer.save(); // the reconciled state is the new truth
   const egress = startEgress(cfg, facts, state, o);
+  // A new ENI's marks follow as soon as its link is on the node, not at the next IMDS check.
+  if (egress) pools.growth.grew.listen(() => void egress.settle(EGRESS_LINK_WAIT_MS));
   const life = { ready: false, stopping: false };
-  const serving = await startServing(cfg, pools, state, life, o);
+  const serving = await startServing(cfg, pools, state, life, o, egress);
   linked.kubelet = serving.kubelet;
   const loop = runDaemonLoop({
     cfg,
@@ -153,6 +155,7 @@ async function startLocked(
     save: () => writer.save(),
     syncHosts: serving.syncHosts,
     syncEgress: egress && (() => egress.sync()),
+    updateEgress: egress && (async (ms) => (await egress.settle(ms)).waiting),
     // A full collection is process-wide: many node cores in one process must not each ask.
     collectGarbage: o.headless ? () => false : collectProcessGarbage,
     imdsSettleMs: o.imdsSettleMs ?? IMDS_SETTLE_MS,
@@ -195,10 +198,11 @@ async function startServing(
   state: NodeState,
   life: { ready: boolean },
   o: StartOptions,
+  egress: EgressKeeper | undefined,
 ): Promise<Serving> {
   // A headless core (a fleet simulation) has no kubelet, no datapath and no servers.
   const kubelet = o.headless ? undefined : await startKubeletLinkIfEnabled(pools, cfg);
-  const cni = startCniService(cfg, pools, o);
+  const cni = startCniService(cfg, pools, o, egress);
   const syncHosts = hostSync(cfg, cni, state);
   pools.growth.grew.listen(syncHosts);
   syncHosts();
@@ -352,15 +356,29 @@ function startEgress(
   return egress;
 }
 
-/** The CNI service, its first worker started now so the first ADD does not wait for it. */
+/**
+ * The CNI service, its first worker started now so the first ADD does not wait for it. A pod
+ * is wired only once the egress ruleset covers its ENI: the reservation's answer waits for
+ * that ENI's marks (for its link, if it was just attached, as the datapath would).
+ */
 function startCniService(
   cfg: DaemonConfig,
   pools: PoolManager,
   o: StartOptions,
+  egress: EgressKeeper | undefined,
 ): CniService | undefined {
   if (o.headless) return undefined;
+  const answer = async (body: string) => {
+    const r = await answerRaw(pools, body);
+    if (
+      egress && r.ok && "allocation" in r && egress.update().waiting.includes(r.allocation.eni.id)
+    ) {
+      await egress.settle(EGRESS_LINK_WAIT_MS);
+    }
+    return r;
+  };
   // cniWorkerIdleSeconds 0: the first CNI worker starts now and stays, so no pod waits for it.
-  return new CniService((body) => answerRaw(pools, body), {
+  return new CniService(answer, {
     warm: cfg.cniWorkerIdleSeconds === 0,
     idleMs: (cfg.cniWorkerIdleSeconds || 60) * 1000,
     netns: cfg.nodeNetns,
