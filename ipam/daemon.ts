@@ -370,9 +370,7 @@ function startCniService(
   if (o.headless) return undefined;
   const answer = async (body: string) => {
     const r = await answerRaw(pools, body);
-    if (
-      egress && r.ok && "allocation" in r && egress.update().waiting.includes(r.allocation.eni.id)
-    ) {
+    if (egress && r.ok && "allocation" in r && !egress.covers(r.allocation.eni.id)) {
       await egress.settle(EGRESS_LINK_WAIT_MS);
     }
     return r;

@@ -97,6 +97,10 @@ export class EgressKeeper {
   /** The facts of the last plan the kernel took (JSON), while nothing says it changed. */
   #appliedFacts?: string;
   #last: EgressOutcome = { applied: false, waiting: [] };
+  /** ENIs (ids) whose marks the last plan applied holds, while pools SNAT. */
+  #marked?: Set<string>;
+  /** The update loop of {@linkcode settle} while one runs (one at a time is enough). */
+  #settling?: Promise<EgressOutcome>;
 
   /** A keeper over `src` (nothing is applied until the first sync). */
   constructor(src: EgressSources) {
@@ -124,14 +128,27 @@ export class EgressKeeper {
    * Updates until no ENI's marks wait for its link, or `timeoutMs` passed (the link of an ENI
    * just attached appears moments after the attachment completes); the last outcome.
    */
-  async settle(timeoutMs: number, stepMs = 100): Promise<EgressOutcome> {
-    const deadline = Date.now() + timeoutMs;
-    let r = this.update();
-    while (r.waiting.length > 0 && Date.now() < deadline) {
-      await new Promise((done) => setTimeout(done, stepMs));
-      r = this.update();
-    }
-    return r;
+  settle(timeoutMs: number, stepMs = 100): Promise<EgressOutcome> {
+    const first = this.update();
+    if (first.waiting.length === 0 || timeoutMs <= 0) return Promise.resolve(first);
+    this.#settling ??= (async () => {
+      const deadline = Date.now() + timeoutMs;
+      let r = first;
+      while (r.waiting.length > 0 && Date.now() < deadline) {
+        await new Promise((done) => setTimeout(done, stepMs));
+        r = this.update();
+      }
+      return r;
+    })().finally(() => this.#settling = undefined);
+    return this.#settling;
+  }
+
+  /**
+   * True when nothing egress needs stands between ENI `eniId` and a pod: its marks are in, or
+   * no pool SNATs (no marks at all), or the ruleset cannot be programmed here (logged).
+   */
+  covers(eniId: string): boolean {
+    return !this.#last.applied || this.#marked === undefined || this.#marked.has(eniId);
   }
 
   #apply(full: boolean): EgressOutcome {
@@ -158,6 +175,9 @@ export class EgressKeeper {
       this.#lastError = undefined;
       this.#appliedFacts = key;
       const waiting = plan.chains.length === 0 ? [] : this.#unlinked(facts);
+      this.#marked = plan.chains.length === 0
+        ? undefined
+        : new Set([...this.#src.enis()].map((e) => e.id).filter((id) => !waiting.includes(id)));
       this.#last = { applied: true, waiting };
     } catch (e) {
       const error = (e as Error).message;

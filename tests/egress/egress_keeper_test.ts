@@ -120,10 +120,12 @@ Deno.test("egress keeper: an update marks an ENI once its link is there, and nam
     assert.deepEqual(k.sync(), { applied: true, waiting: [] });
     held.push(eni); // attached: EC2 says so, the node has no link for it yet
     assert.deepEqual(k.update(), { applied: true, waiting: ["eni-2"] });
+    assert.equal(k.covers("eni-2"), false, "a pod on it would wait");
     const rules = () => sh(["ip", "rule"], { netns: ns.name });
     assert.doesNotMatch(await rules(), /fwmark 0x30000/);
     await veth("eth2", eni.mac);
     assert.deepEqual(k.update(), { applied: true, waiting: [] });
+    assert.equal(k.covers("eni-2"), true);
     assert.match(await rules(), /^1500:\s+from all fwmark 0x30000\/0xff0000 lookup 102$/m);
     assert.match(await table(ns.name), /entered through ENI #2 /);
   });
