@@ -358,8 +358,7 @@ function startEgress(
 
 /**
  * The CNI service, its first worker started now so the first ADD does not wait for it. A pod
- * is wired only once the egress ruleset covers its ENI: the reservation's answer waits for
- * that ENI's marks (for its link, if it was just attached, as the datapath would).
+ * is wired only once its ENI has its egress marks: the reservation's answer waits for them.
  */
 function startCniService(
   cfg: DaemonConfig,
@@ -370,9 +369,7 @@ function startCniService(
   if (o.headless) return undefined;
   const answer = async (body: string) => {
     const r = await answerRaw(pools, body);
-    if (egress && r.ok && "allocation" in r && !egress.covers(r.allocation.eni.id)) {
-      await egress.settle(EGRESS_LINK_WAIT_MS);
-    }
+    if (r.ok && "allocation" in r) await egress?.marksFor(r.allocation.eni.id);
     return r;
   };
   // cniWorkerIdleSeconds 0: the first CNI worker starts now and stays, so no pod waits for it.

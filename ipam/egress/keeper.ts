@@ -151,6 +151,14 @@ export class EgressKeeper {
     return !this.#last.applied || this.#marked === undefined || this.#marked.has(eniId);
   }
 
+  /**
+   * Resolves once ENI `eniId` has its marks (see {@linkcode covers}), waiting for its link up
+   * to {@linkcode EGRESS_LINK_WAIT_MS} if it was just attached, as the datapath would.
+   */
+  async marksFor(eniId: string): Promise<void> {
+    if (!this.covers(eniId)) await this.settle(EGRESS_LINK_WAIT_MS);
+  }
+
   #apply(full: boolean): EgressOutcome {
     try {
       const facts = egressFacts(this.#src);
