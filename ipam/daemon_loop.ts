@@ -1,9 +1,10 @@
 /**
  * The daemon's periodic loop, every `reconcileIntervalSeconds` until it is stopped: let go of
  * routed-unknown addresses whose pods are gone, a warm-loop step (ipam/warm_loop.ts), each
- * ENI's host side and egress marks (the daemon is ready once every ENI has them), then on
- * their own periods the comparison with IMDS and the full EC2 re-sync with the leaked-ENI
- * collector. A step that fails is logged and the loop goes on.
+ * ENI's host side and egress marks (the daemon is ready once the growth its first pass started
+ * has ended and every ENI has them), then on their own periods the comparison with IMDS and
+ * the full EC2 re-sync with the leaked-ENI collector. A step that fails is logged and the loop
+ * goes on.
  *
  * @module
  */
@@ -64,6 +65,8 @@ export async function runDaemonLoop(p: DaemonLoopParts): Promise<void> {
     try {
       await releaseUnrouted(p);
       await p.pools.tick();
+      // The ENIs the start's growth attaches are the node's from the start: ready comes after.
+      if (!ready) await p.pools.growth.runsEnded();
       p.syncHosts();
       // Ready only once every ENI's connection marks are in place: a connection that enters
       // by an ENI without them is answered by the wrong one.

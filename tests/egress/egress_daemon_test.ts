@@ -32,6 +32,13 @@ async function until200(netns: string, path: string, node: DemoNode): Promise<vo
   }
 }
 
+/** The node's secondary ENIs as EC2 (the simulator) has them attached: device index, MAC. */
+function secondaryEnis(node: DemoNode): { d: number; mac: string }[] {
+  return [...node.sim.state.enis.values()]
+    .filter((e) => e.attachment?.instanceId === DEMO_INSTANCE && e.attachment.deviceIndex > 0)
+    .map((e) => ({ d: e.attachment!.deviceIndex, mac: e.mac }));
+}
+
 /**
  * Asserts that the ENIs at `deviceIndexes` have their egress marks now: the policy rule
  * `fwmark (d+1)<<16 lookup T(d)` and the nft rule marking connections that enter by them.
@@ -117,6 +124,32 @@ Deno.test("daemon egress: the ruleset is built at start, and pods of both pools 
   }
 });
 
+Deno.test("daemon egress: when /readyz first says ready, the ENIs the pools attached at start have their marks", async () => {
+  assert.ok(isRoot(), "needs root (network namespaces)");
+  // The demo's two pools are on different subnets: each needs an ENI of its own, attached by
+  // the start's growth, after the ruleset's first build.
+  const node = await DemoNode.start({
+    datapath: "veth",
+    instanceType: "m5.large",
+    prefix: uniqueName("vegs"),
+  });
+  try {
+    await node.startDaemon();
+    await until200(node.nodeNetns, "/readyz", node);
+    const atReady = secondaryEnis(node).map((e) => e.d);
+    const deadline = Date.now() + 90_000;
+    while (secondaryEnis(node).length < 2) {
+      assert.ok(Date.now() < deadline, "the pools attached their ENIs");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const attached = secondaryEnis(node).map((e) => e.d);
+    await assertMarked(node.nodeNetns, attached, "when /readyz first says ready");
+    assert.deepEqual(atReady, attached, "ready came once the start's growth had attached them");
+  } finally {
+    await node.close();
+  }
+});
+
 Deno.test("daemon egress: ENIs whose links come up after the daemon started have their marks when /readyz first says ready", async () => {
   assert.ok(isRoot(), "needs root (network namespaces)");
   // The demo's two pools are on different subnets: each gets an ENI of its own.
@@ -126,10 +159,7 @@ Deno.test("daemon egress: ENIs whose links come up after the daemon started have
     prefix: uniqueName("vegr"),
   });
   const ns = node.nodeNetns;
-  const secondary = () =>
-    [...node.sim.state.enis.values()]
-      .filter((e) => e.attachment?.instanceId === DEMO_INSTANCE && e.attachment.deviceIndex > 0)
-      .map((e) => ({ d: e.attachment!.deviceIndex, mac: e.mac }));
+  const secondary = () => secondaryEnis(node);
   try {
     await node.startDaemon();
     assert.ok(await node.waitReady(90_000), await Deno.readTextFile(node.daemonLog));
