@@ -372,13 +372,19 @@ export class DemoNode {
   }
 
   /** Stops everything and removes every namespace and file the demo made. */
+  /** Stops the daemon (SIGTERM) and waits for it to exit; {@linkcode startDaemon} starts it again. */
+  async stopDaemon(): Promise<void> {
+    const daemon = this.#daemon;
+    this.#daemon = undefined;
+    if (!daemon) return;
+    try {
+      daemon.kill("SIGTERM");
+    } catch { /* already gone */ }
+    await daemon.status;
+  }
+
   async close(): Promise<void> {
-    if (this.#daemon) {
-      try {
-        this.#daemon.kill("SIGTERM");
-      } catch { /* already gone */ }
-      await this.#daemon.status;
-    }
+    await this.stopDaemon();
     for (const n of this.#podNetns) deleteNamedNetns(n);
     for (const f of this.#forwards) f.close();
     await this.fabric.destroy().catch(() => {});

@@ -33,6 +33,27 @@ Deno.test("an unreadable checkpoint with the daemon down fails, with the way out
   assert.equal(absent.status, "ok", "a node with no checkpoint yet is not broken");
 });
 
+Deno.test("a newer release's checkpoint with the daemon down: the fix is that release, not a repair", async () => {
+  await withDaemonDown("vqa-cpv-", async (o, dir) => {
+    await Deno.writeTextFile(
+      `${dir}/ipam-checkpoint.json`,
+      JSON.stringify({ version: 2, instanceId: "i-1", savedAt: 1, allocations: [], cooldowns: [] }),
+    );
+    const f = await gatherFacts(o);
+    assert.equal(f.checkpointNewer, 2);
+    assert.equal(f.checkpointCorrupt, undefined, "not corrupt");
+    const r = checkConsistency({ ...f, source: "checkpoint+kernel" }, undefined, () => true);
+    assert.equal(r.status, "fail");
+    assert.match(r.found, /has schema version 2; this release reads version 1/);
+    assert.match(r.fix ?? "", /^run the release that wrote the checkpoint \(schema version 2\)/);
+    const d = checkDatapath(
+      daemonDownFacts({ checkpointNewer: 2 }),
+      findings({ unjudged: ["10.0.1.5"] }),
+    );
+    assert.match(d.fix ?? "", /start the daemon of the release that wrote the checkpoint/);
+  });
+});
+
 Deno.test("gatherFacts tells a corrupt checkpoint from a missing one", async () => {
   await withDaemonDown("vqa-cp-", async (o, dir) => {
     assert.equal((await gatherFacts(o)).checkpointCorrupt, undefined);

@@ -32,7 +32,7 @@ import { attachedEnisFromImds, changeMarker, startLimits } from "./imds_start.ts
 import { collectGarbage as collectProcessGarbage } from "./memory.ts";
 import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
-import { EgressKeeper } from "./egress/keeper.ts";
+import { EGRESS_LINK_WAIT_MS, EgressKeeper } from "./egress/keeper.ts";
 import { type KubeletLink, startKubeletLinkIfEnabled } from "./kubelet/enable.ts";
 import { goneReleaser } from "./gone_pods.ts";
 
@@ -154,8 +154,10 @@ async function startLocked(
     log.warn("DEL records not processed at start (the loop retries): {error}", { error: String(e) })
   );
   const egress = startEgress(cfg, facts, state, o);
+  // A new ENI's marks follow as soon as its link is on the node, not at the next IMDS check.
+  if (egress) pools.growth.grew.listen(() => void egress.settle(EGRESS_LINK_WAIT_MS));
   const life = { ready: false, stopping: false };
-  const serving = await startServing(cfg, pools, state, life, o);
+  const serving = await startServing(cfg, pools, state, life, o, egress);
   linked.kubelet = serving.kubelet;
   const loop = runDaemonLoop({
     cfg,
@@ -168,6 +170,7 @@ async function startLocked(
     syncHosts: serving.syncHosts,
     syncEgress: egress && (() => egress.sync()),
     releaseGone: gone && (() => gone.releaseAll()),
+    updateEgress: egress && (async (ms) => (await egress.settle(ms)).waiting),
     // A full collection is process-wide: many node cores in one process must not each ask.
     collectGarbage: o.headless ? () => false : collectProcessGarbage,
     imdsSettleMs: o.imdsSettleMs ?? IMDS_SETTLE_MS,
@@ -210,10 +213,11 @@ async function startServing(
   state: NodeState,
   life: { ready: boolean },
   o: StartOptions,
+  egress: EgressKeeper | undefined,
 ): Promise<Serving> {
   // A headless core (a fleet simulation) has no kubelet, no datapath and no servers.
   const kubelet = o.headless ? undefined : await startKubeletLinkIfEnabled(pools, cfg);
-  const cni = startCniService(cfg, pools, o);
+  const cni = startCniService(cfg, pools, o, egress);
   const syncHosts = hostSync(cfg, cni, state);
   pools.growth.grew.listen(syncHosts);
   syncHosts();
@@ -369,15 +373,24 @@ function startEgress(
   return egress;
 }
 
-/** The CNI service, its first worker started now so the first ADD does not wait for it. */
+/**
+ * The CNI service, its first worker started now so the first ADD does not wait for it. A pod
+ * is wired only once its ENI has its egress marks: the reservation's answer waits for them.
+ */
 function startCniService(
   cfg: DaemonConfig,
   pools: PoolManager,
   o: StartOptions,
+  egress: EgressKeeper | undefined,
 ): CniService | undefined {
   if (o.headless) return undefined;
+  const answer = async (body: string) => {
+    const r = await answerRaw(pools, body);
+    if (r.ok && "allocation" in r) await egress?.marksFor(r.allocation.eni.id);
+    return r;
+  };
   // cniWorkerIdleSeconds 0: the first CNI worker starts now and stays, so no pod waits for it.
-  return new CniService((body) => answerRaw(pools, body), {
+  return new CniService(answer, {
     warm: cfg.cniWorkerIdleSeconds === 0,
     idleMs: (cfg.cniWorkerIdleSeconds || 60) * 1000,
     netns: cfg.nodeNetns,

@@ -167,11 +167,11 @@ export function parseIpamRequest(body: string): IpamRequest | IpamErrorResponse 
       msg: "bad IPAM request: (body): not an object",
     };
   }
-  const op = typeof o.op === "string" && o.op in requestParsers
+  const op = typeof o.op === "string" && Object.hasOwn(requestParsers, o.op)
     ? o.op as IpamRequest["op"]
     : undefined;
   if (
-    "version" in o &&
+    Object.hasOwn(o, "version") &&
     !(op ? o.version === OP_VERSION[op] : SPOKEN_PROTOCOL_VERSIONS.includes(o.version as number))
   ) {
     return {
