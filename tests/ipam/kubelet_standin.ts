@@ -28,10 +28,13 @@ export interface KubeletStandin {
   /** Pods pod-resources reports. */
   pods: PodResources[];
   /**
-   * While true, pod-resources takes each call and never answers it (a kubelet whose API is
-   * stuck; the caller's deadline ends the call).
+   * Turns pod-resources into a socket that accepts connections and never says a word (a
+   * kubelet whose API is stuck: the caller's deadline ends each call), or back. Silence is a
+   * plain listener, not a gRPC server that holds its calls: a Deno process aborts in nghttp2
+   * when a session that holds cancelled streams receives GOAWAY (denoland/deno#36788), and
+   * the stand-in runs in the test's own process.
    */
-  podResourcesHangs: boolean;
+  setPodResourcesSilent(silent: boolean): Promise<void>;
   /** Stops both sockets, as a kubelet that exits does. */
   close(): Promise<void>;
 }
@@ -46,7 +49,17 @@ export async function startKubeletStandin(
   const st: KubeletStandin = {
     registrations,
     pods: [],
-    podResourcesHangs: false,
+    async setPodResourcesSilent(silent) {
+      if (silent === (quiet !== undefined)) return;
+      if (silent) {
+        podResources.close();
+        quiet = holdSilently(podResourcesSocket);
+      } else {
+        quiet!.close();
+        quiet = undefined;
+        podResources = await servePodResources();
+      }
+    },
     devices(resource) {
       return registrations.findLast((r) => r.request.resourceName === resource)?.lists.at(-1);
     },
@@ -54,6 +67,8 @@ export async function startKubeletStandin(
       for (const a of aborts) a.abort();
       for (const r of registrations) r.client.close();
       for (const s of servers) s.close();
+      podResources.close();
+      quiet?.close();
       await Deno.remove(`${dir}/kubelet.sock`).catch(() => {});
     },
   };
@@ -77,25 +92,45 @@ export async function startKubeletStandin(
       },
     }),
   );
-  servers.push(
-    await serveUnix(podResourcesSocket, POD_RESOURCES, {
-      List: (_c: unknown, cb: (e: null, r: PodResources[]) => void) => {
-        if (!st.podResourcesHangs) cb(null, st.pods);
-      },
+  const servePodResources = () =>
+    serveUnix(podResourcesSocket, POD_RESOURCES, {
+      List: (_c: unknown, cb: (e: null, r: PodResources[]) => void) => cb(null, st.pods),
       Get: (
         call: { request: { namespace: string; name: string } },
         cb: (e: Error | null, r?: PodResources) => void,
       ) => {
-        if (st.podResourcesHangs) return;
         const p = st.pods.find((x) =>
           x.namespace === call.request.namespace && x.name === call.request.name
         );
         // The kubelet answers an unknown pod with a plain error, no distinct code.
         p ? cb(null, p) : cb(new Error(`pod ${call.request.name} not found`));
       },
-    }),
-  );
+    });
+  let podResources = await servePodResources();
+  let quiet: { close(): void } | undefined;
   return st;
+}
+
+/** A unix listener on `path` that takes every connection and neither reads nor writes. */
+function holdSilently(path: string): { close(): void } {
+  try {
+    Deno.removeSync(path);
+  } catch { /* not there */ }
+  const listener = Deno.listen({ transport: "unix", path });
+  const conns: Deno.Conn[] = [];
+  (async () => {
+    for await (const c of listener) conns.push(c);
+  })().catch(() => {});
+  return {
+    close() {
+      listener.close();
+      for (const c of conns) {
+        try {
+          c.close();
+        } catch { /* closed */ }
+      }
+    },
+  };
 }
 
 /** A pod-resources entry for a pod holding `ids` of `resource`. */
