@@ -1,7 +1,8 @@
 /**
- * `deno task test:k8s`: vpcni under a real one-node Kubernetes cluster (kubelet,
- * kube-apiserver, controller manager, scheduler and kube-proxy v1.34, etcd, containerd 1.6)
- * on the simulated VPC. The cluster comes up once (tests/helpers/k8s_cluster.ts); the tests
+ * `deno task test:k8s`: vpcni under a real two-node Kubernetes cluster (kubelet, kube-proxy
+ * and containerd 1.6 on each node; kube-apiserver, controller manager, scheduler v1.34 and
+ * etcd on the first; CoreDNS as the cluster's DNS) on the simulated VPC, each node an EC2
+ * instance of its own. The cluster comes up once (tests/helpers/k8s_cluster.ts); the tests
  * run in order against it, and the last one tears it down and checks nothing is left.
  *
  * vpcni is deployed the way a user deploys it: the image `deno task image` builds, imported
@@ -13,9 +14,11 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { BUSYBOX_IMAGE, LaneCluster, NODE_NAME } from "../helpers/k8s_cluster.ts";
-import { INTERNAL_SUBNET, LANE_INSTANCE, PUBLIC_SUBNET, whereIs } from "../helpers/k8s_world.ts";
+import { BUSYBOX_IMAGE, LaneCluster } from "../helpers/k8s_cluster.ts";
+import { KUBE_DNS_LABEL } from "../helpers/k8s_coredns.ts";
+import { INTERNAL_SUBNET, PUBLIC_SUBNET, whereIs } from "../helpers/k8s_world.ts";
 import {
+  clientPod,
   editedExample,
   EXAMPLE_DAEMONSET,
   httpGetScript,
@@ -31,14 +34,19 @@ import {
   inCidr,
   isReady,
   nodeObjectsFor,
+  nodeOf,
+  packetsIntoEni,
   type PodJson,
   podLinks,
+  podNetworkPodsOn,
   pods,
   readyPods,
 } from "../helpers/k8s_inspect.ts";
 import { kernelHasIpvlan } from "../../cli/demo_node.ts";
 
 const TAG = `vk8s${Deno.pid % 100000}`;
+/** Worker nodes of the lane's cluster. */
+const NODES = 2;
 const laneStarted = performance.now();
 let cluster: LaneCluster | undefined;
 let imageName = "";
@@ -55,16 +63,16 @@ const SIGNALS = ["SIGINT", "SIGTERM"] as const;
 
 Deno.test({
   name: "bring-up: the example DaemonSet, pointed at the simulator, runs the vpcni daemon to " +
-    "Ready and the node turns Ready",
+    "Ready on each of two nodes, the nodes turn Ready and the cluster's DNS runs",
   ...opts,
   async fn() {
     assert.equal(Deno.uid(), 0, "the Kubernetes lane needs root (namespaces, mounts, cgroups)");
     imageDir = await Deno.makeTempDir({ prefix: `${TAG}-image-` });
     const image = await buildVpcniImage(imageDir);
     imageName = image.name;
-    cluster = await LaneCluster.start({ tag: TAG, images: [image.path] });
+    cluster = await LaneCluster.start({ tag: TAG, images: [image.path], nodes: NODES });
     const c = cluster;
-    console.log(`k8s lane: cluster up in ${(c.bringUpMs / 1000).toFixed(1)} s`);
+    console.log(`k8s lane: ${NODES}-node cluster up in ${(c.bringUpMs / 1000).toFixed(1)} s`);
     const example = editedExample(await Deno.readTextFile(EXAMPLE_DAEMONSET), {
       ec2Endpoint: c.world.ec2Url,
       imdsEndpoint: c.world.imdsUrl,
@@ -84,20 +92,34 @@ Deno.test({
       "--from-literal=AWS_SECRET_ACCESS_KEY=lane",
     ]);
     await c.kubectlOk(["apply", "-f", "-"], example);
-    const daemon = await readyPods(c, "app.kubernetes.io/name=vpcni", 1, 180_000, "kube-system");
-    assert.equal(daemon[0].spec.nodeName, NODE_NAME);
-    await c.waitFor("the node to turn Ready", 60_000, async () => {
-      const n = await c.getJson<{ status: { conditions: { type: string; status: string }[] } }>(
-        ["node", NODE_NAME],
-      );
-      return n.status.conditions.some((x) => x.type === "Ready" && x.status === "True");
-    });
-    const conflist = await c.node.run(["cat", "/etc/cni/net.d/10-vpcni.conflist"]);
-    assert.equal(conflist.code, 0, "the init container wrote the conflist on the node");
-    assert.deepEqual(
-      JSON.parse(conflist.stdout).plugins.map((p: { type: string }) => p.type),
-      ["vpcni", "portmap", "bandwidth"],
+    const daemon = await readyPods(
+      c,
+      "app.kubernetes.io/name=vpcni",
+      NODES,
+      180_000,
+      "kube-system",
     );
+    assert.deepEqual(
+      daemon.map((p) => p.spec.nodeName).sort(),
+      c.nodes.map((n) => n.name).sort(),
+      "one DaemonSet, one daemon pod on each node",
+    );
+    for (const node of c.nodes) {
+      await c.waitFor(`${node.name} to turn Ready`, 60_000, async () => {
+        const n = await c.getJson<{ status: { conditions: { type: string; status: string }[] } }>(
+          ["node", node.name],
+        );
+        return n.status.conditions.some((x) => x.type === "Ready" && x.status === "True");
+      });
+      const conflist = await node.ns.run(["cat", "/etc/cni/net.d/10-vpcni.conflist"]);
+      assert.equal(conflist.code, 0, `the init container wrote the conflist on ${node.name}`);
+      assert.deepEqual(
+        JSON.parse(conflist.stdout).plugins.map((p: { type: string }) => p.type),
+        ["vpcni", "portmap", "bandwidth"],
+      );
+    }
+    const dns = await readyPods(c, KUBE_DNS_LABEL, 1, 120_000, "kube-system");
+    assert.ok(dns[0].status.podIP, "CoreDNS has a pod address");
     console.log(
       `k8s lane: vpcni daemon Ready ${((performance.now() - laneStarted) / 1000).toFixed(1)} s ` +
         "after the lane started",
@@ -112,8 +134,14 @@ Deno.test({
   async fn() {
     const c = need();
     await apply(c, [
-      webDeployment({ name: "web-public", replicas: 5, image: BUSYBOX_IMAGE, pool: "public" }),
-      webDeployment({ name: "web-internal", replicas: 5, image: BUSYBOX_IMAGE }),
+      webDeployment({
+        name: "web-public",
+        replicas: 5,
+        image: BUSYBOX_IMAGE,
+        pool: "public",
+        spread: true,
+      }),
+      webDeployment({ name: "web-internal", replicas: 5, image: BUSYBOX_IMAGE, spread: true }),
       webService("web-internal"),
     ]);
     const pub = await readyPods(c, "app=web-public", 5);
@@ -125,13 +153,23 @@ Deno.test({
         const ip = p.status.podIP!;
         assert.ok(inCidr(ip, subnet), `${p.metadata.name} got ${ip}, not in ${subnet}`);
         const home = whereIs(c.world.sim, ip);
-        assert.equal(home?.instanceId, LANE_INSTANCE, `EC2 says ${ip} is on the node's ENI`);
+        assert.equal(
+          home?.instanceId,
+          nodeOf(c, p).instanceId,
+          `EC2 says ${ip} is on an ENI of ${p.spec.nodeName}'s instance`,
+        );
       }
     }
-    // What the scale-to-0 test expects gone is there now: a host-side link per pod, and
-    // routes naming each pod's address.
-    assert.equal((await podLinks(c)).length, 10, "one host-side link per pod");
-    for (const ip of ips) assert.notDeepEqual(await nodeObjectsFor(c, ip), [], `routes to ${ip}`);
+    // What the scale-to-0 test expects gone is there now: a host-side link per pod on its
+    // node (CoreDNS's pod has one too), and routes naming each pod's address.
+    for (const node of c.nodes) {
+      const on = await podNetworkPodsOn(c, node);
+      assert.equal((await podLinks(node)).length, on.length, `one link per pod on ${node.name}`);
+    }
+    for (const p of [...pub, ...int]) {
+      const ip = p.status.podIP!;
+      assert.notDeepEqual(await nodeObjectsFor(nodeOf(c, p), ip), [], `routes to ${ip}`);
+    }
     // Pod to pod, across pools.
     const from = pub[0].metadata.name;
     for (const target of [int[0], pub[1]]) {
@@ -151,8 +189,90 @@ Deno.test({
     }
     // kube-proxy spreads connections over the endpoints (all ten on one: p ≈ 5·10⁻⁷).
     assert.ok(served.size > 1, `the Service reached more than one pod: ${[...served]}`);
-    const ruleset = await c.node.run(["nft", "list", "table", "ip", "kube-proxy"]);
-    assert.match(ruleset.stdout, new RegExp(svc.spec.clusterIP.replaceAll(".", "\\.")));
+    for (const node of c.nodes) {
+      const ruleset = await node.ns.run(["nft", "list", "table", "ip", "kube-proxy"]);
+      assert.match(ruleset.stdout, new RegExp(svc.spec.clusterIP.replaceAll(".", "\\.")));
+    }
+  },
+});
+
+/** The web pods of `app` on each node: [on the first node, on the second]. */
+async function byNode(c: LaneCluster, app: string): Promise<[PodJson[], PodJson[]]> {
+  const all = await readyPods(c, `app=${app}`, 5);
+  const on = (i: number) => all.filter((p) => p.spec.nodeName === c.nodes[i].name);
+  return [on(0), on(1)];
+}
+
+Deno.test({
+  name: "across nodes: a pod reaches a pod on the other node in each pool through the VPC " +
+    "fabric, node 1 reaches node 2's pods, a ClusterIP with endpoints on both nodes answers " +
+    "from both, and a pod resolves a Service's name with the cluster's DNS",
+  ...opts,
+  async fn() {
+    const c = need();
+    const [pub1, pub2] = await byNode(c, "web-public");
+    const [int1, int2] = await byNode(c, "web-internal");
+    for (const l of [pub1, pub2, int1, int2]) assert.ok(l.length >= 2, "spread over both nodes");
+    // Pod → pod on the other node, in each pool and both ways. The answer must have
+    // crossed the fabric: the VPC delivered packets to the ENI holding the target's address.
+    for (
+      const [from, to] of [[pub1[0], pub2[0]], [pub2[1], pub1[1]], [int1[0], int2[0]], [
+        int2[1],
+        int1[1],
+      ]]
+    ) {
+      const eni = whereIs(c.world.sim, to.status.podIP!)!.eniId;
+      const before = await packetsIntoEni(c, eni);
+      const r = await execIn(c, from.metadata.name, httpGetScript(to.status.podIP!, 8080));
+      assert.equal(r.code, 0, `${from.metadata.name} → ${to.metadata.name}: ${r.stderr}`);
+      assert.match(r.stdout, new RegExp(to.metadata.name));
+      assert.ok(
+        (await packetsIntoEni(c, eni)) > before,
+        `the VPC carried ${from.spec.nodeName} → ${to.spec.nodeName} into ${eni}`,
+      );
+    }
+    // Node → pod: kubelet on node 2 probes its pods (they are Ready above), and a
+    // hostNetwork pod on node 1, which sees node 1's host name, reaches pods on node 2.
+    await apply(c, [
+      clientPod({
+        name: "node1-host",
+        image: BUSYBOX_IMAGE,
+        node: c.nodes[0].name,
+        hostNetwork: true,
+      }),
+      clientPod({ name: "dns-client", image: BUSYBOX_IMAGE, node: c.nodes[1].name }),
+    ]);
+    await readyPods(c, "app=client", 2);
+    const host = await execIn(c, "node1-host", "hostname");
+    assert.equal(host.stdout.trim(), c.nodes[0].name, "a hostNetwork pod reports its node's name");
+    for (const to of [pub2[0], int2[0]]) {
+      const r = await execIn(c, "node1-host", httpGetScript(to.status.podIP!, 8080));
+      assert.equal(r.code, 0, `node 1 → ${to.metadata.name} on node 2: ${r.stderr}`);
+      assert.match(r.stdout, new RegExp(to.metadata.name));
+    }
+    // The ClusterIP, from a pod on each node: answers come from pods on both nodes.
+    const svc = await c.getJson<{ spec: { clusterIP: string } }>(["service", "web-internal"]);
+    const nodeOfName = new Map([...int1, ...int2].map((p) => [p.metadata.name, p.spec.nodeName]));
+    for (const from of [pub1[0], pub2[0]]) {
+      const servedBy = new Set<string>();
+      for (let i = 0; i < 20; i++) {
+        const r = await execIn(c, from.metadata.name, httpGetScript(svc.spec.clusterIP, 80));
+        assert.equal(r.code, 0, `${from.metadata.name} → ${svc.spec.clusterIP}:80: ${r.stderr}`);
+        const name = [...nodeOfName.keys()].find((n) => r.stdout.includes(n));
+        assert.ok(name, `the Service answered with a web-internal pod's name: ${r.stdout}`);
+        servedBy.add(nodeOfName.get(name)!);
+      }
+      // 20 answers all from one node's endpoints: p < (3/5)^20 ≈ 4·10⁻⁵.
+      assert.equal(servedBy.size, 2, `${from.spec.nodeName}'s pod reached endpoints on both nodes`);
+    }
+    // DNS: the pod's resolv.conf names kube-dns, and CoreDNS answers the Service's name.
+    const conf = await execIn(c, "dns-client", "cat /etc/resolv.conf");
+    assert.match(conf.stdout, /nameserver 10\.100\.0\.10/);
+    const fqdn = "web-internal.default.svc.cluster.local";
+    const ns = await execIn(c, "dns-client", `/bin/busybox nslookup ${fqdn}`);
+    assert.equal(ns.code, 0, `nslookup ${fqdn}: ${ns.stdout}${ns.stderr}`);
+    assert.match(ns.stdout, new RegExp(`Address:\\s*${svc.spec.clusterIP.replaceAll(".", "\\.")}`));
+    await c.kubectlOk(["delete", "pod", "-l", "app=client", "--wait=true"]);
   },
 });
 
@@ -175,9 +295,18 @@ Deno.test({
       "daemonset/vpcni",
       "--timeout=180s",
     ]);
-    const fresh = await readyPods(c, "app.kubernetes.io/name=vpcni", 1, 120_000, "kube-system");
-    assert.notEqual(fresh[0].metadata.name, old[0].metadata.name, "a new daemon pod runs");
-    const held = await checkpointIps(c);
+    const fresh = await readyPods(
+      c,
+      "app.kubernetes.io/name=vpcni",
+      NODES,
+      120_000,
+      "kube-system",
+    );
+    for (const f of fresh) {
+      assert.ok(!old.some((o) => o.metadata.name === f.metadata.name), "new daemon pods run");
+    }
+    const held = new Map<string, string[]>();
+    for (const n of c.nodes) held.set(n.name, await checkpointIps(n));
     const after = [
       ...await readyPods(c, "app=web-public", 5),
       ...await readyPods(c, "app=web-internal", 5),
@@ -186,8 +315,12 @@ Deno.test({
       Object.fromEntries(l.map((p) => [p.metadata.name, p.status.podIP]));
     assert.deepEqual(map(after), map(before), "same pods, same addresses");
     for (const p of after) {
-      assert.ok(held.includes(p.status.podIP!), `the new daemon holds ${p.status.podIP}`);
-      assert.equal(whereIs(c.world.sim, p.status.podIP!)?.instanceId, LANE_INSTANCE);
+      const node = nodeOf(c, p);
+      assert.ok(
+        held.get(node.name)!.includes(p.status.podIP!),
+        `the new daemon on ${node.name} holds ${p.status.podIP}`,
+      );
+      assert.equal(whereIs(c.world.sim, p.status.podIP!)?.instanceId, node.instanceId);
     }
     // A new pod gets an address nobody has, and the old ones still answer.
     await c.kubectlOk(["scale", "deployment/web-internal", "--replicas=6"]);
@@ -204,10 +337,11 @@ Deno.test({
   ...opts,
   async fn() {
     const c = need();
-    const gone = [
-      ...await pods(c, "app=web-public"),
-      ...await pods(c, "app=web-internal"),
-    ].map((p) => p.status.podIP!).filter((ip) => ip);
+    const goneOn = new Map<string, string[]>(c.nodes.map((n) => [n.name, []]));
+    for (const p of [...await pods(c, "app=web-public"), ...await pods(c, "app=web-internal")]) {
+      if (p.status.podIP) goneOn.get(nodeOf(c, p).name)!.push(p.status.podIP);
+    }
+    const gone = [...goneOn.values()].flat();
     assert.ok(gone.length >= 10);
     await c.kubectlOk([
       "scale",
@@ -222,37 +356,44 @@ Deno.test({
         (await pods(c, "app=web-public")).length === 0 &&
         (await pods(c, "app=web-internal")).length === 0,
     );
-    await c.waitFor("the daemon to release the addresses", 30_000, async () => {
-      const held = await checkpointIps(c);
-      return !gone.some((ip) => held.includes(ip));
-    });
-    for (const ip of gone) {
-      assert.deepEqual(await nodeObjectsFor(c, ip), [], `nothing on the node names ${ip}`);
+    for (const node of c.nodes) {
+      const mine = goneOn.get(node.name)!;
+      await c.waitFor(`the daemon on ${node.name} to release the addresses`, 30_000, async () => {
+        const held = await checkpointIps(node);
+        return !mine.some((ip) => held.includes(ip));
+      });
+      for (const ip of mine) {
+        assert.deepEqual(await nodeObjectsFor(node, ip), [], `nothing on ${node.name} names ${ip}`);
+      }
+      // What stays is the pods that still run there (CoreDNS's): one link and netns each.
+      const staying = (await podNetworkPodsOn(c, node)).length;
+      assert.equal((await podLinks(node)).length, staying, `no web pod's link on ${node.name}`);
+      const sandboxes = await node.ns.run(["ls", "/run/netns"]);
+      const left = sandboxes.stdout.split("\n").filter((l) => l.trim());
+      assert.equal(left.length, staying, `no web pod's netns on ${node.name}: ${left}`);
     }
-    assert.deepEqual(await podLinks(c), [], "no host-side pod link left");
-    const sandboxes = await c.node.run(["ls", "/run/netns"]);
-    assert.equal(sandboxes.stdout.trim(), "", "no pod netns left");
   },
 });
 
 Deno.test({
-  name: "the scheduler respects the public pool's capacity: of N+1 pods requesting " +
-    "vpcni.io/public, N run and one stays Pending with Insufficient vpcni.io/public until " +
-    "one goes",
+  name: "the scheduler respects the public pool's capacity on the second node: of N+1 pods " +
+    "for it requesting vpcni.io/public, N run and one stays Pending with Insufficient " +
+    "vpcni.io/public until one goes",
   ...opts,
   async fn() {
     const c = need();
+    const target = c.nodes[1];
     let n = 0;
-    await c.waitFor("the node to advertise vpcni.io/public", 60_000, async () => {
+    await c.waitFor(`${target.name} to advertise vpcni.io/public`, 60_000, async () => {
       const node = await c.getJson<{ status: { allocatable: Record<string, string> } }>(
-        ["node", NODE_NAME],
+        ["node", target.name],
       );
       n = Number(node.status.allocatable["vpcni.io/public"] ?? 0);
       return n > 0;
     });
     // A /28 has 11 addresses EC2 hands out; the pool's ENI takes one as its primary.
     assert.ok(n >= 2 && n <= 10, `capacity ${n} fits the public /28`);
-    console.log(`k8s lane: vpcni.io/public advertised as ${n}`);
+    console.log(`k8s lane: vpcni.io/public advertised as ${n} on ${target.name}`);
     const names = Array.from({ length: n + 1 }, (_, i) => `capped-${i}`);
     await apply(
       c,
@@ -261,6 +402,7 @@ Deno.test({
           name,
           group: "capped",
           image: BUSYBOX_IMAGE,
+          node: target.name,
           resources: { "vpcni.io/public": "1" },
         })
       ),
@@ -278,6 +420,7 @@ Deno.test({
     assert.equal(why?.status, "False");
     assert.match(why?.message ?? "", /Insufficient vpcni\.io\/public/);
     for (const p of running) {
+      assert.equal(p.spec.nodeName, target.name);
       assert.ok(
         inCidr(p.status.podIP!, PUBLIC_SUBNET),
         `${p.metadata.name} (no annotation, requests vpcni.io/public) got ${p.status.podIP}`,
@@ -293,14 +436,14 @@ Deno.test({
 });
 
 Deno.test({
-  name: "teardown leaves no netns, mount, process, cgroup or link of the lane behind",
+  name: "teardown leaves no netns, mount, process, cgroup or link of either node behind",
   ...opts,
   async fn() {
     for (const sig of SIGNALS) Deno.removeSignalListener(sig, onSignal);
     if (imageDir) await Deno.remove(imageDir, { recursive: true });
     const c = need();
-    const netnsBefore = [c.world.nodeNetns, c.world.fabric.netns];
-    const mountNs = c.node.mountNsId;
+    const netnsBefore = [...c.world.nodes.map((n) => n.netns), c.world.fabric.netns];
+    const mountNs = c.nodes.map((n) => n.ns.mountNsId);
     cluster = undefined;
     const problems = await c.close();
     assert.deepEqual(problems, []);
@@ -314,11 +457,13 @@ Deno.test({
       if (!/^\d+$/.test(e.name)) continue;
       const ns = await Deno.readLink(`/proc/${e.name}/ns/mnt`).catch(() => "");
       const cmd = await Deno.readTextFile(`/proc/${e.name}/cmdline`).catch(() => "");
-      if (ns === mountNs || cmd.includes(c.dir)) left.push(Number(e.name));
+      if (mountNs.includes(ns) || cmd.includes(c.dir)) left.push(Number(e.name));
     }
     assert.deepEqual(left, [], "no process of the lane left");
     for (const h of ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/pids"]) {
-      assert.throws(() => Deno.statSync(`${h}${c.cgroupRoot}`), Deno.errors.NotFound);
+      for (const n of c.nodes) {
+        assert.throws(() => Deno.statSync(`${h}${n.cgroupRoot}`), Deno.errors.NotFound);
+      }
     }
     console.log(
       `k8s lane: total ${((performance.now() - laneStarted) / 1000).toFixed(1)} s ` +
