@@ -139,3 +139,18 @@ export async function packetsIntoEni(c: LaneCluster, eniId: string): Promise<num
   }[];
   return link.stats64.tx.packets;
 }
+
+/** GET of the node's vpcni daemon's introspection endpoint (127.0.0.1:61679 on the node). */
+export async function daemonGet<T>(c: LaneCluster, node: LaneNode, path: string): Promise<T> {
+  const r = await node.ns.run([
+    c.bins.busybox,
+    "sh",
+    "-c",
+    `printf 'GET ${path} HTTP/1.0\\r\\n\\r\\n' | ${c.bins.busybox} nc 127.0.0.1 61679`,
+  ]);
+  const body = r.stdout.slice(r.stdout.indexOf("\r\n\r\n") + 4);
+  if (!/^HTTP\/1\.[01] 200/.test(r.stdout)) {
+    throw new Error(`GET ${path} on ${node.name}'s daemon: ${r.stdout}${r.stderr}`);
+  }
+  return JSON.parse(body) as T;
+}

@@ -115,12 +115,14 @@ export class LaneNode {
     const problems: string[] = [];
     await this.stopKubelet();
     await this.ns.close().catch((e) => problems.push(`${this.name}: ${(e as Error).message}`));
-    for (let round = 0; round < 40; round++) {
+    // Done after two empty looks in a row: a process forked just as its parent was killed
+    // can show up after a look that found none.
+    for (let round = 0, quiet = 0; round < 40 && quiet < 2; round++) {
       const alive = [
         ...await pidsInCgroupRoot(this.cgroupRoot),
         ...await this.ns.pidsInside().catch(() => []),
       ];
-      if (alive.length === 0) break;
+      quiet = alive.length === 0 ? quiet + 1 : 0;
       for (const pid of alive) {
         try {
           Deno.kill(pid, "SIGKILL");

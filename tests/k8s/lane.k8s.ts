@@ -30,6 +30,7 @@ import { buildVpcniImage } from "../helpers/k8s_image.ts";
 import {
   apply,
   checkpointIps,
+  daemonGet,
   execIn,
   inCidr,
   isReady,
@@ -195,6 +196,15 @@ Deno.test({
     }
   },
 });
+
+/** What the lane reads of a pool in the daemon's /v1/pools. */
+interface PoolView {
+  name: string;
+  cooling: number;
+  surplus: number;
+  shortfall: number;
+  growing: boolean;
+}
 
 /** The web pods of `app` on each node: [on the first node, on the second]. */
 async function byNode(c: LaneCluster, app: string): Promise<[PodJson[], PodJson[]]> {
@@ -383,16 +393,31 @@ Deno.test({
   async fn() {
     const c = need();
     const target = c.nodes[1];
+    // Both nodes' public ENIs share the /28, so what the second node can still get moves
+    // while either daemon settles after the last test: addresses cooling, surplus handed
+    // back, warm addresses being fetched. Count only once both are still, and the kubelet
+    // advertises what the daemon does.
     let n = 0;
-    await c.waitFor(`${target.name} to advertise vpcni.io/public`, 60_000, async () => {
+    await c.waitFor("both daemons' public pools to settle", 180_000, async () => {
+      for (const node of c.nodes) {
+        const pools = await daemonGet<PoolView[]>(c, node, "/v1/pools");
+        const pub = pools.find((p) => p.name === "public");
+        if (!pub || pub.cooling || pub.surplus || pub.shortfall || pub.growing) return false;
+      }
+      const dp = await daemonGet<{ pools: { pool: string; advertised: number }[] }>(
+        c,
+        target,
+        "/v1/device-plugin",
+      );
       const node = await c.getJson<{ status: { allocatable: Record<string, string> } }>(
         ["node", target.name],
       );
       n = Number(node.status.allocatable["vpcni.io/public"] ?? 0);
-      return n > 0;
+      return n > 0 && dp.pools.find((p) => p.pool === "public")?.advertised === n;
     });
-    // A /28 has 11 addresses EC2 hands out; the pool's ENI takes one as its primary.
-    assert.ok(n >= 2 && n <= 10, `capacity ${n} fits the public /28`);
+    // A /28 has 11 addresses EC2 hands out; each node's public ENI takes one as its
+    // primary, and the first node keeps some free for its own pods.
+    assert.ok(n >= 1 && n <= 9, `capacity ${n} fits the public /28 that two nodes share`);
     console.log(`k8s lane: vpcni.io/public advertised as ${n} on ${target.name}`);
     const names = Array.from({ length: n + 1 }, (_, i) => `capped-${i}`);
     await apply(
