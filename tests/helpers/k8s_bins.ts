@@ -3,7 +3,7 @@
  * binaries `tools/dev setup` builds from the Go module proxy into `.peers/k8s/<version>/bin`,
  * Debian's etcd, containerd, runc, openssl and nft, util-linux's `unshare`/`nsenter`, and the
  * reference CNI plugins every node carries (`loopback` for the pod's lo; `portmap` and
- * `bandwidth` for the example's chain).
+ * `bandwidth` for the example's chain), and CoreDNS for the cluster's DNS.
  *
  * @module
  */
@@ -41,6 +41,9 @@ const DEBIAN: { bin: string; pkg: string }[] = [
 /** CNI plugins a node has besides vpcni (from .peers/bin). */
 export const NODE_CNI_PLUGINS = ["loopback", "portmap", "bandwidth"];
 
+/** Other Go peers the lane runs from .peers/bin: the cluster's DNS server. */
+const LANE_PEERS = ["coredns"];
+
 const SYSTEM_DIRS = ["/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin"];
 
 function isFile(path: string): boolean {
@@ -73,10 +76,10 @@ export function laneBinaries(): LaneBinaries {
     if (p) found[d.bin] = p;
     else missing.push(`  ${d.bin}: apt-get install ${d.pkg}`);
   }
-  for (const b of NODE_CNI_PLUGINS) {
+  for (const b of [...NODE_CNI_PLUGINS, ...LANE_PEERS]) {
     const p = `${PEERS_BIN}/${b}`;
     if (isFile(p)) found[b] = p;
-    else missing.push(`  ${b}: bash tools/dev setup (reference CNI plugins into .peers/bin)`);
+    else missing.push(`  ${b}: bash tools/dev setup (Go test peers into .peers/bin)`);
   }
   if (missing.length > 0) {
     throw new Error(

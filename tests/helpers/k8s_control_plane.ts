@@ -1,5 +1,5 @@
 /**
- * The lane's control plane, all inside the node (see k8s_nodens.ts) on the node's loopback
+ * The lane's control plane, all inside the first node (see k8s_nodens.ts) on its loopback
  * and address: etcd (Debian's 3.4, data on the node's tmpfs /run), kube-apiserver,
  * kube-controller-manager and kube-scheduler, each with the certificates of k8s_pki.ts.
  * Nothing listens on the machine's own network namespace.
@@ -18,6 +18,9 @@ export const SERVICE_CIDR = "10.100.0.0/16";
 
 /** The `kubernetes` Service's ClusterIP (first address of the Service CIDR). */
 export const KUBERNETES_SERVICE_IP = "10.100.0.1";
+
+/** The cluster DNS Service's (`kube-dns`) ClusterIP: the Service CIDR's .10, by convention. */
+export const KUBE_DNS_IP = "10.100.0.10";
 
 /** What the control plane needs to know about the node it runs on. */
 export interface ControlPlaneSpec {

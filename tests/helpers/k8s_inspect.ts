@@ -1,18 +1,20 @@
 /**
- * What the Kubernetes lane's tests read from the cluster and the node: pods and their
- * readiness, kubectl apply/exec, and the node's rules, routes, links and the vpcni
- * checkpoint, for the checks that nothing of a pod is left behind.
+ * What the Kubernetes lane's tests read from the cluster and its nodes: pods, their
+ * readiness and their node, kubectl apply/exec, each node's rules, routes, links and vpcni
+ * checkpoint (for the checks that nothing of a pod is left behind), and the fabric's packet
+ * counters (for the checks that traffic between nodes crossed the VPC).
  *
  * @module
  */
 import { readCheckpoint } from "../../ipam/checkpoint.ts";
 import type { LaneCluster } from "./k8s_cluster.ts";
+import type { LaneNode } from "./k8s_lane_node.ts";
 import { nodeObjectsNaming } from "./node_objects.ts";
 
 /** The parts of a Pod the lane reads. */
 export interface PodJson {
   metadata: { name: string; namespace: string; labels?: Record<string, string> };
-  spec: { nodeName?: string };
+  spec: { nodeName?: string; hostNetwork?: boolean };
   status: {
     phase: string;
     podIP?: string;
@@ -88,19 +90,67 @@ export async function execIn(c: LaneCluster, pod: string, script: string) {
 }
 
 /** Lines of the node's rules, routes (all tables) and permanent neighbours naming `ip`. */
-export function nodeObjectsFor(c: LaneCluster, ip: string): Promise<string[]> {
-  return nodeObjectsNaming(ip, async (args) => (await c.node.run(["ip", ...args])).stdout);
+export function nodeObjectsFor(node: LaneNode, ip: string): Promise<string[]> {
+  return nodeObjectsNaming(ip, async (args) => (await node.ns.run(["ip", ...args])).stdout);
 }
 
 /** The node's host-side pod links (the conflist's hostVethPrefix is vpcni's default `vpc`). */
-export async function podLinks(c: LaneCluster): Promise<string[]> {
-  const r = await c.node.run(["ip", "-j", "link", "show"]);
+export async function podLinks(node: LaneNode): Promise<string[]> {
+  const r = await node.ns.run(["ip", "-j", "link", "show"]);
   return (JSON.parse(r.stdout) as { ifname: string }[]).map((l) => l.ifname)
     .filter((n) => n.startsWith("vpc"));
 }
 
-/** The addresses the daemon's checkpoint (on the node's /var/lib/vpcni) holds for pods. */
-export async function checkpointIps(c: LaneCluster): Promise<string[]> {
-  const cp = await readCheckpoint(`${c.node.dir}/overlay_var_lib/upper/vpcni`);
+/** The addresses the node's daemon's checkpoint (its /var/lib/vpcni) holds for pods. */
+export async function checkpointIps(node: LaneNode): Promise<string[]> {
+  const cp = await readCheckpoint(`${node.ns.dir}/overlay_var_lib/upper/vpcni`);
   return cp?.allocations.map((a) => a.ip) ?? [];
+}
+
+/** The node a pod runs on; throws when it is not one of the cluster's. */
+export function nodeOf(c: LaneCluster, p: PodJson): LaneNode {
+  const n = c.nodes.find((x) => x.name === p.spec.nodeName);
+  if (!n) throw new Error(`${p.metadata.name} is on ${p.spec.nodeName ?? "no node"}`);
+  return n;
+}
+
+/** Pods of every namespace on `node` that have a pod network (not hostNetwork) and run. */
+export async function podNetworkPodsOn(c: LaneCluster, node: LaneNode): Promise<PodJson[]> {
+  const list = await c.getJson<{ items: PodJson[] }>([
+    "pods",
+    "-A",
+    `--field-selector=spec.nodeName=${node.name}`,
+  ]);
+  return list.items.filter((p) =>
+    !p.spec.hostNetwork && p.status.phase !== "Succeeded" && p.status.phase !== "Failed"
+  );
+}
+
+/** Packets the fabric (the VPC) has delivered to an ENI so far. */
+export async function packetsIntoEni(c: LaneCluster, eniId: string): Promise<number> {
+  const fabIf = c.world.fabric.fabricInterfaceOf(eniId);
+  if (!fabIf) throw new Error(`the fabric has no link for ${eniId}`);
+  const r = await new Deno.Command("ip", {
+    args: ["-n", c.world.fabric.netns, "-j", "-s", "link", "show", fabIf],
+    stdout: "piped",
+  }).output();
+  const [link] = JSON.parse(new TextDecoder().decode(r.stdout)) as {
+    stats64: { tx: { packets: number } };
+  }[];
+  return link.stats64.tx.packets;
+}
+
+/** GET of the node's vpcni daemon's introspection endpoint (127.0.0.1:61679 on the node). */
+export async function daemonGet<T>(c: LaneCluster, node: LaneNode, path: string): Promise<T> {
+  const r = await node.ns.run([
+    c.bins.busybox,
+    "sh",
+    "-c",
+    `printf 'GET ${path} HTTP/1.0\\r\\n\\r\\n' | ${c.bins.busybox} nc 127.0.0.1 61679`,
+  ]);
+  const body = r.stdout.slice(r.stdout.indexOf("\r\n\r\n") + 4);
+  if (!/^HTTP\/1\.[01] 200/.test(r.stdout)) {
+    throw new Error(`GET ${path} on ${node.name}'s daemon: ${r.stdout}${r.stderr}`);
+  }
+  return JSON.parse(body) as T;
 }

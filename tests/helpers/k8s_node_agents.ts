@@ -1,8 +1,8 @@
 /**
- * The node's agents inside the node (see k8s_nodens.ts): containerd (Debian's 1.6 with
+ * A node's agents inside the node (see k8s_nodens.ts): containerd (Debian's 1.6 with
  * runc) at the usual node paths, kubelet, and kube-proxy in nftables mode. Their config
- * files are written into the lane dir; the pod cgroups go under a cgroup root named after
- * the lane, removed at teardown.
+ * files are written into the node's lane dir; each node's pod cgroups go under a cgroup root
+ * named after the lane and the node, removed at teardown.
  *
  * @module
  */
@@ -23,6 +23,8 @@ export interface NodeAgentSpec {
   cgroupRoot: string;
   /** The image containerd runs as each pod's sandbox. */
   sandboxImage: string;
+  /** The cluster DNS Service's ClusterIP, written into pods' resolv.conf (ClusterFirst). */
+  clusterDns: string;
   pki: Pki;
   bins: LaneBinaries;
 }
@@ -152,6 +154,7 @@ export async function startKubelet(node: NodeNamespace, s: NodeAgentSpec): Promi
       readOnlyPort: 0,
       healthzBindAddress: "127.0.0.1",
       clusterDomain: "cluster.local",
+      clusterDNS: [s.clusterDns],
       resolvConf: "/etc/resolv.conf",
       volumePluginDir: `${node.dir}/volume-plugins`,
       serializeImagePulls: false,
@@ -169,7 +172,7 @@ export async function startKubelet(node: NodeNamespace, s: NodeAgentSpec): Promi
   await node.start("kubelet", [
     s.bins.kubelet,
     `--config=${conf}`,
-    `--kubeconfig=${s.pki.kubeconfig.kubelet}`,
+    `--kubeconfig=${s.pki.kubelet[s.nodeName]}`,
     `--hostname-override=${s.nodeName}`,
     `--node-ip=${s.nodeIp}`,
     "--v=1",

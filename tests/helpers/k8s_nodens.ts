@@ -1,8 +1,9 @@
 /**
- * The node's own view of the file system: a mount namespace that every node-side process of
- * the lane (etcd, the control plane, containerd and its shims, kubelet, kube-proxy, the pods)
- * runs in, together with the node's network namespace. What they write to the usual node
- * paths stays inside the lane:
+ * The node's own view of the file system and its own host name: a mount namespace and a UTS
+ * namespace (host name = the node's name, which hostNetwork pods report) that every node-side
+ * process of the lane (etcd and the control plane on the first node, containerd and its
+ * shims, kubelet, kube-proxy, the pods) runs in, together with the node's network namespace.
+ * What they write to the usual node paths stays inside the lane:
  *
  * - `/run` is a fresh tmpfs (pod netns under /run/netns, containerd's shim sockets, /run/vpcni);
  * - `/etc`, `/opt`, `/var/lib` and `/var/log` are overlays whose upper layers live in the lane
@@ -14,8 +15,8 @@
  *
  * A holder process keeps the namespace alive; when it and every process that entered it are
  * gone, the kernel removes every mount in it at once, so teardown cannot leave one behind on
- * the machine. Processes enter with `nsenter --net=… --mount=…` (not `ip netns exec`, which
- * would make yet another mount namespace).
+ * the machine. Processes enter with `nsenter --net=… --mount=… --uts=…` (not `ip netns exec`,
+ * which would make yet another mount namespace).
  *
  * @module
  */
@@ -68,11 +69,18 @@ export class NodeNamespace {
     this.mountNsId = id;
   }
 
-  /** Creates the namespace; `dir` is an empty lane dir. */
+  /** Creates the namespaces; `dir` is an empty lane dir, `hostname` the node's name. */
   static async create(
-    o: { dir: string; netnsPath: string; unshare: string; nsenter: string },
+    o: { dir: string; netnsPath: string; hostname: string; unshare: string; nsenter: string },
   ): Promise<NodeNamespace> {
-    const lines = ["set -eu", "mount -t tmpfs -o mode=0755 lane-run /run"];
+    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(o.hostname)) {
+      throw new Error(`${JSON.stringify(o.hostname)} is not a valid node host name`);
+    }
+    const lines = [
+      "set -eu",
+      `echo ${o.hostname} > /proc/sys/kernel/hostname`,
+      "mount -t tmpfs -o mode=0755 lane-run /run",
+    ];
     for (const d of OVERLAYS) {
       const base = `${o.dir}/overlay${d.replaceAll("/", "_")}`;
       await Deno.mkdir(`${base}/upper`, { recursive: true });
@@ -89,7 +97,7 @@ export class NodeNamespace {
     }
     lines.push("mount --make-rshared /", "echo ready", "exec sleep 2147483647");
     const holder = new Deno.Command(o.unshare, {
-      args: ["--mount", "--propagation", "private", "--", "sh", "-c", lines.join("\n")],
+      args: ["--mount", "--uts", "--propagation", "private", "--", "sh", "-c", lines.join("\n")],
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
@@ -109,12 +117,13 @@ export class NodeNamespace {
     return new NodeNamespace(o.dir, o.netnsPath, holder, o.nsenter, id);
   }
 
-  /** argv that runs `cmd` inside the node (network and mount namespace). */
+  /** argv that runs `cmd` inside the node (network, mount and UTS namespace). */
   wrap(cmd: string[]): string[] {
     return [
       this.#nsenter,
       `--net=${this.netnsPath}`,
       `--mount=/proc/${this.#holder.pid}/ns/mnt`,
+      `--uts=/proc/${this.#holder.pid}/ns/uts`,
       "--",
       ...cmd,
     ];

@@ -1,8 +1,9 @@
 /**
  * The lane's certificates, made fresh at every start with openssl (P-256 keys, valid two
  * days): the cluster CA and the API server's serving certificate, a client certificate and
- * kubeconfig per component (kubelet as `system:node:<node>`, the controller manager, the
- * scheduler, kube-proxy, an admin in `system:masters`), the service-account signing key, and
+ * kubeconfig per component (each node's kubelet as `system:node:<node>`, the controller
+ * manager, the scheduler, kube-proxy, an admin in `system:masters`), the service-account
+ * signing key, and
  * a separate front-proxy CA with its client, without which the scheduler and the controller
  * manager log authentication errors in a loop.
  *
@@ -23,23 +24,28 @@ export interface Pki {
   frontProxyClientKey: string;
   saKey: string;
   saPub: string;
-  /** Kubeconfig per client: admin, kubelet, controller-manager, scheduler, kube-proxy. */
+  /**
+   * Kubeconfig per client: admin, controller-manager, scheduler (naming the control plane's
+   * local URL) and kube-proxy (naming the URL every node reaches).
+   */
   kubeconfig: Record<KubeClient, string>;
+  /** Each node's kubelet kubeconfig, by node name (naming the URL every node reaches). */
+  kubelet: Record<string, string>;
 }
 
-/** The clients that get a kubeconfig. */
-export type KubeClient = "admin" | "kubelet" | "controller-manager" | "scheduler" | "kube-proxy";
+/** The clients that get a kubeconfig, besides the kubelets. */
+export type KubeClient = "admin" | "controller-manager" | "scheduler" | "kube-proxy";
 
 /** Who each client is: certificate subject. */
-function subjects(nodeName: string): Record<KubeClient, string> {
-  return {
-    admin: "/O=system:masters/CN=lane-admin",
-    kubelet: `/O=system:nodes/CN=system:node:${nodeName}`,
-    "controller-manager": "/CN=system:kube-controller-manager",
-    scheduler: "/CN=system:kube-scheduler",
-    "kube-proxy": "/CN=system:kube-proxy",
-  };
-}
+const SUBJECTS: Record<KubeClient, string> = {
+  admin: "/O=system:masters/CN=lane-admin",
+  "controller-manager": "/CN=system:kube-controller-manager",
+  scheduler: "/CN=system:kube-scheduler",
+  "kube-proxy": "/CN=system:kube-proxy",
+};
+
+/** Clients whose kubeconfig names the node-facing URL (they run on every node). */
+const ON_EVERY_NODE: KubeClient[] = ["kube-proxy"];
 
 /** One shell function call that makes a key and a certificate signed by a CA. */
 function issue(
@@ -53,18 +59,22 @@ function issue(
 
 /**
  * Writes the CA, certificates and kubeconfigs into `dir`. `server` is the API server URL the
- * kubeconfigs name; `sans` the API server certificate's alternative names.
+ * control plane's own clients name, `nodeServer` the one the nodes' agents name; `sans` the
+ * API server certificate's alternative names.
  */
 export async function makePki(
   openssl: string,
   dir: string,
-  o: { nodeName: string; server: string; sans: string[] },
+  o: { nodeNames: string[]; server: string; nodeServer: string; sans: string[] },
 ): Promise<Pki> {
   await Deno.mkdir(dir, { recursive: true });
   const clientExt = "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth";
   const serverExt = "keyUsage=critical,digitalSignature,keyEncipherment\n" +
     `extendedKeyUsage=serverAuth\nsubjectAltName=${o.sans.join(",")}`;
-  const clients = subjects(o.nodeName);
+  const kubelets = Object.fromEntries(
+    o.nodeNames.map((n) => [`kubelet-${n}`, `/O=system:nodes/CN=system:node:${n}`]),
+  );
+  const clients: Record<string, string> = { ...SUBJECTS, ...kubelets };
   const script = [
     "set -eu",
     `cd '${dir}'`,
@@ -113,12 +123,17 @@ export async function makePki(
       `making the lane's certificates failed: ${new TextDecoder().decode(out.stderr)}`,
     );
   }
-  const kubeconfig = {} as Record<KubeClient, string>;
-  for (const name of Object.keys(clients) as KubeClient[]) {
+  const write = async (name: string, server: string) => {
     const path = `${dir}/${name}.kubeconfig`;
-    await Deno.writeTextFile(path, kubeconfigText(o.server, `${dir}/ca.crt`, dir, name));
-    kubeconfig[name] = path;
+    await Deno.writeTextFile(path, kubeconfigText(server, `${dir}/ca.crt`, dir, name));
+    return path;
+  };
+  const kubeconfig = {} as Record<KubeClient, string>;
+  for (const name of Object.keys(SUBJECTS) as KubeClient[]) {
+    kubeconfig[name] = await write(name, ON_EVERY_NODE.includes(name) ? o.nodeServer : o.server);
   }
+  const kubelet: Record<string, string> = {};
+  for (const n of o.nodeNames) kubelet[n] = await write(`kubelet-${n}`, o.nodeServer);
   return {
     dir,
     caCert: `${dir}/ca.crt`,
@@ -133,6 +148,7 @@ export async function makePki(
     saKey: `${dir}/sa.key`,
     saPub: `${dir}/sa.pub`,
     kubeconfig,
+    kubelet,
   };
 }
 

@@ -58,6 +58,10 @@ export function webDeployment(o: {
   pool?: string;
   /** Extended resources each pod requests (and is limited to). */
   resources?: Record<string, string>;
+  /** Spread the replicas evenly over the nodes (hard constraint, skew 1). */
+  spread?: boolean;
+  /** Run only on this node (a kubernetes.io/hostname node selector). */
+  node?: string;
 }): Record<string, unknown> {
   const annotations: Record<string, string> = o.pool ? { "vpcni.io/pool": o.pool } : {};
   const container: Record<string, unknown> = {
@@ -73,6 +77,16 @@ export function webDeployment(o: {
     },
   };
   if (o.resources) container.resources = { requests: o.resources, limits: o.resources };
+  const placement: Record<string, unknown> = {};
+  if (o.node) placement.nodeSelector = { "kubernetes.io/hostname": o.node };
+  if (o.spread) {
+    placement.topologySpreadConstraints = [{
+      maxSkew: 1,
+      topologyKey: "kubernetes.io/hostname",
+      whenUnsatisfiable: "DoNotSchedule",
+      labelSelector: { matchLabels: { app: o.name } },
+    }];
+  }
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
@@ -85,8 +99,9 @@ export function webDeployment(o: {
         spec: {
           terminationGracePeriodSeconds: 1,
           enableServiceLinks: false,
-          // The lane has no cluster DNS; the pods never resolve a name.
+          // The web pods never resolve a name: they do not depend on the cluster's DNS.
           dnsPolicy: "Default",
+          ...placement,
           containers: [container],
         },
       },
@@ -101,6 +116,7 @@ export function webPod(o: {
   image: string;
   pool?: string;
   resources?: Record<string, string>;
+  node?: string;
 }): Record<string, unknown> {
   const d = webDeployment({ ...o, name: o.group, replicas: 1 }) as {
     spec: { template: { metadata: Record<string, unknown>; spec: Record<string, unknown> } };
@@ -111,6 +127,33 @@ export function webPod(o: {
     kind: "Pod",
     metadata: { ...t.metadata, name: o.name, namespace: "default" },
     spec: t.spec,
+  };
+}
+
+/**
+ * A Pod that only sleeps, to run commands in with kubectl exec, on node `node`: with the
+ * node's network (`hostNetwork`), or a pod network of its own resolving names with the
+ * cluster's DNS (a Pod's default dnsPolicy, ClusterFirst).
+ */
+export function clientPod(
+  o: { name: string; image: string; node: string; hostNetwork?: boolean },
+): Record<string, unknown> {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: o.name, namespace: "default", labels: { app: "client" } },
+    spec: {
+      nodeSelector: { "kubernetes.io/hostname": o.node },
+      terminationGracePeriodSeconds: 1,
+      enableServiceLinks: false,
+      ...(o.hostNetwork ? { hostNetwork: true, dnsPolicy: "ClusterFirstWithHostNet" } : {}),
+      containers: [{
+        name: "client",
+        image: o.image,
+        imagePullPolicy: "Never",
+        command: ["/bin/sleep", "2147483647"],
+      }],
+    },
   };
 }
 

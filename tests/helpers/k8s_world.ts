@@ -1,9 +1,10 @@
 /**
- * The VPC the lane's node lives in: the EC2 + IMDS simulator with subnets and security
+ * The VPC the lane's nodes live in: the EC2 + IMDS simulator with subnets and security
  * groups tagged the way examples/kubernetes/vpcni-daemonset.yaml selects them, its fabric,
- * and the node's network namespace holding the node's ENIs, with the simulator's EC2 and
- * IMDS endpoints reachable on the node's loopback (as a real node reaches its regional
- * endpoint and 169.254.169.254).
+ * and per node an instance and a network namespace holding its ENIs, with the simulator's
+ * EC2 endpoint and the instance's own IMDS view reachable on the node's loopback (as a real
+ * node reaches its regional endpoint and 169.254.169.254). Every node sees both at the same
+ * loopback URLs, so one DaemonSet manifest serves all of them.
  *
  * @module
  */
@@ -15,8 +16,13 @@ import { createNamedNetns, deleteNamedNetns } from "../../netlink/netns_named.ts
 import { NetlinkSocket } from "../../netlink/socket.ts";
 import { setLinkUp } from "../../netlink/link.ts";
 
-/** The lane node's instance id. */
-export const LANE_INSTANCE = "i-0c8500000000001";
+/** Instance id of the lane's `i`-th node (0-based). */
+export function laneInstance(i: number): string {
+  return `i-0c85000000000${String(i + 1).padStart(2, "0")}`;
+}
+
+/** The first lane node's instance id. */
+export const LANE_INSTANCE = laneInstance(0);
 
 /** Subnet of the example's `public` pool: a /28, so the pool runs out after a few pods. */
 export const PUBLIC_SUBNET = "10.43.16.0/28";
@@ -24,8 +30,8 @@ export const PUBLIC_SUBNET = "10.43.16.0/28";
 /** Subnet of the example's `internal` pool in the node's AZ. */
 export const INTERNAL_SUBNET = "10.43.32.0/20";
 
-/** The scenario: tags match the example's pool selectors. */
-export function laneScenario(): ScenarioInput {
+/** The scenario for `nodes` instances: tags match the example's pool selectors. */
+export function laneScenario(nodes = 1): ScenarioInput {
   return {
     region: "us-east-1",
     vpc: { id: "vpc-0c850001", cidrs: ["10.43.0.0/16"] },
@@ -58,67 +64,90 @@ export function laneScenario(): ScenarioInput {
       { id: "sg-0c850001", name: "nodes", tags: { role: "nodes" } },
       { id: "sg-0c850002", name: "public-pods", tags: { "vpcni.io/role": "public-pods" } },
     ],
-    instances: [{
-      id: LANE_INSTANCE,
+    instances: Array.from({ length: nodes }, (_, i) => ({
+      id: laneInstance(i),
       type: "m5.xlarge",
       subnet: "subnet-0c850001",
       securityGroups: ["sg-0c850001"],
       az: "us-east-1a",
-    }],
+    })),
   };
+}
+
+/** One node's place in the VPC. */
+export interface WorldNode {
+  instanceId: string;
+  /** Name of the node netns (under /run/netns). */
+  netns: string;
+  netnsPath: string;
+  /** The node's primary address (its first ENI's primary private IP). */
+  ip: string;
 }
 
 /** The running VPC and node netns. */
 export interface LaneWorld {
   sim: SimServer;
   fabric: Fabric;
-  /** Name of the node netns (under /run/netns). */
+  /** Every node, first one first. */
+  nodes: WorldNode[];
+  /** The first node's netns name, path and address. */
   nodeNetns: string;
   nodePath: string;
-  /** The node's primary address. */
   nodeIp: string;
-  /** EC2 endpoint as seen from inside the node. */
+  /** EC2 endpoint as seen from inside every node. */
   ec2Url: string;
-  /** IMDS endpoint as seen from inside the node. */
+  /** IMDS endpoint as seen from inside every node (each node gets its own instance's view). */
   imdsUrl: string;
   close(): Promise<void>;
 }
 
-/** Starts the simulator, the fabric and the node netns `<prefix>-node`. */
-export async function startWorld(prefix: string): Promise<LaneWorld> {
-  const sim = await startSim({ scenario: laneScenario() });
-  const nodeNetns = `${prefix}-node`;
-  const nodePath = `/run/netns/${nodeNetns}`;
+/** Starts the simulator, the fabric and the node netns `<prefix>-node`, `<prefix>-node2`, …. */
+export async function startWorld(prefix: string, count = 1): Promise<LaneWorld> {
+  const sim = await startSim({ scenario: laneScenario(count) });
+  const nodes: WorldNode[] = Array.from({ length: count }, (_, i) => {
+    const netns = `${prefix}-node${i === 0 ? "" : i + 1}`;
+    return { instanceId: laneInstance(i), netns, netnsPath: `/run/netns/${netns}`, ip: "" };
+  });
   let fabric: Fabric | undefined;
   const forwards: NetnsForward[] = [];
   const close = async () => {
     for (const f of forwards) f.close();
     await fabric?.destroy().catch(() => {});
-    deleteNamedNetns(nodeNetns);
+    for (const n of nodes) deleteNamedNetns(n.netns);
     await sim.close();
   };
   try {
-    createNamedNetns(nodeNetns);
-    {
-      using s = NetlinkSocket.openIn(nodePath);
+    for (const n of nodes) {
+      createNamedNetns(n.netns);
+      using s = NetlinkSocket.openIn(n.netnsPath);
       setLinkUp(s, "lo");
     }
     fabric = await Fabric.create({ name: `${prefix}-vpc` });
-    fabric.addNode({ instanceId: LANE_INSTANCE, netns: nodeNetns });
+    for (const n of nodes) fabric.addNode({ instanceId: n.instanceId, netns: n.netns });
     fabric.follow(sim);
     await fabric.sync(sim.state);
-    forwards.push(forwardIntoNetns(nodePath, sim.ec2Endpoint));
-    forwards.push(forwardIntoNetns(nodePath, sim.imdsEndpointFor(LANE_INSTANCE)));
-    const eni = [...sim.state.enis.values()].find((e) =>
-      e.attachment?.instanceId === LANE_INSTANCE && e.attachment.deviceIndex === 0
-    );
-    const nodeIp = eni?.privateIps.find((p) => p.primary)?.address ?? "";
+    // The first node's forwarders pick free ports; the others listen on the same ones.
+    let ec2Port = 0;
+    let imdsPort = 0;
+    for (const n of nodes) {
+      const ec2 = forwardIntoNetns(n.netnsPath, sim.ec2Endpoint, ec2Port);
+      forwards.push(ec2);
+      const imds = forwardIntoNetns(n.netnsPath, sim.imdsEndpointFor(n.instanceId), imdsPort);
+      forwards.push(imds);
+      ec2Port = Number(new URL(ec2.url).port);
+      imdsPort = Number(new URL(imds.url).port);
+      const eni = [...sim.state.enis.values()].find((e) =>
+        e.attachment?.instanceId === n.instanceId && e.attachment.deviceIndex === 0
+      );
+      n.ip = eni?.privateIps.find((p) => p.primary)?.address ?? "";
+    }
     return {
       sim,
       fabric,
-      nodeNetns,
-      nodePath,
-      nodeIp,
+      nodes,
+      nodeNetns: nodes[0].netns,
+      nodePath: nodes[0].netnsPath,
+      nodeIp: nodes[0].ip,
       ec2Url: forwards[0].url,
       imdsUrl: forwards[1].url,
       close,
