@@ -226,6 +226,17 @@ async function buildAll(out: string, busybox: string): Promise<void> {
       Cmd: ["sleep", "3600"],
     });
 
+    // Stand-in: a web server on :80 serving one page.
+    await Deno.mkdir(`${tools}/usr/local/apache2/htdocs`, { recursive: true });
+    await Deno.writeTextFile(
+      `${tools}/usr/local/apache2/htdocs/index.html`,
+      "<html><body><h1>It works!</h1></body></html>\n",
+    );
+    await image("httpd.tar", E2E_IMAGE_REFS.httpd, tools, {
+      Cmd: ["httpd", "-f", "-p", "80", "-h", "/usr/local/apache2/htdocs"],
+    });
+    await Deno.remove(`${tools}/usr/local`, { recursive: true });
+
     // agnhost:2.56 as its Dockerfile makes it: /agnhost (and /agnhost-2), porter's TLS
     // pair at /, an /uploads dir; entrypoint /agnhost, default subcommand pause.
     await copyInto(tools, AGNHOST_BIN, "/agnhost");
@@ -242,16 +253,6 @@ async function buildAll(out: string, busybox: string): Promise<void> {
     await image("nginx.tar", E2E_IMAGE_REFS.nginx, tools, {
       Entrypoint: ["/agnhost", "test-webserver", "--port=80"],
     });
-    // Stand-in: a web server on :80 serving one page.
-    await Deno.mkdir(`${tools}/usr/local/apache2/htdocs`, { recursive: true });
-    await Deno.writeTextFile(
-      `${tools}/usr/local/apache2/htdocs/index.html`,
-      "<html><body><h1>It works!</h1></body></html>\n",
-    );
-    await image("httpd.tar", E2E_IMAGE_REFS.httpd, tools, {
-      Cmd: ["httpd", "-f", "-p", "80", "-h", "/usr/local/apache2/htdocs"],
-    });
-
     const bb = `${work}/busybox`;
     await skeleton(bb);
     await addBusybox(bb, busybox, new Set(["busybox"]));

@@ -171,8 +171,10 @@ export function summariseJunit(xml: string): JunitSummary {
     const body = m[3] ?? "";
     const name = attr(tag, "name");
     const status = attr(tag, "status");
-    const inner = body.match(/<(failure|skipped|error)\b([^>]*)/);
-    const message = inner ? attr(inner[2], "message") : "";
+    // ginkgo puts a failure's text in the element's body (its message attribute is empty)
+    // and a skip's reason in the attribute.
+    const inner = body.match(/<(failure|skipped|error)\b([^>]*?)(\/>|>([^<]*))/);
+    const message = inner ? (attr(inner[2], "message") || unescapeXml(inner[4] ?? "")) : "";
     const spec = { name, status, message };
     if (!name.startsWith("[It]")) {
       if (status !== "passed" && status !== "skipped") out.failed.push(spec);

@@ -37,7 +37,10 @@ import {
 const TAG = `vcnf${Deno.pid % 100000}`;
 const REPORTS = new URL("../../.lane/conformance", import.meta.url).pathname;
 const PROCS = Number(Deno.env.get("CONFORMANCE_PROCS") ?? "4");
-/** Worker nodes the cluster has (LaneCluster brings up one). */
+/**
+ * Worker nodes the cluster has. LaneCluster brings up one today; with a node count of its
+ * own this becomes 2 and the start call below passes `nodes: NODES`.
+ */
 const NODES = 1;
 
 const laneStarted = performance.now();
