@@ -48,7 +48,7 @@ const BENCHES: Record<
 const root = new URL("..", import.meta.url).pathname;
 const wanted = Deno.args.filter((a) => !a.startsWith("-"));
 for (const name of wanted) {
-  if (!(name in BENCHES)) {
+  if (!Object.hasOwn(BENCHES, name)) {
     console.error(
       `bench: unknown benchmark "${name}"; choose from ${Object.keys(BENCHES).join(", ")}`,
     );

@@ -17,7 +17,13 @@ import { createNamedNetns, deleteNamedNetns } from "../netlink/netns_named.ts";
 import { NetlinkSocket } from "../netlink/socket.ts";
 import { createIpvlan, createVeth, setLinkUp } from "../netlink/link.ts";
 import { install } from "./install.ts";
-import { DEMO_INSTANCE, demoDaemonConfig, demoScenario } from "./demo_world.ts";
+import {
+  DEMO_INSTANCE,
+  demoDaemonConfig,
+  demoDaemonEnv,
+  type DemoKubelet,
+  demoScenario,
+} from "./demo_world.ts";
 
 /** Where the VPC (the simulator) says an address lives. */
 export interface EniHome {
@@ -41,6 +47,11 @@ export interface DemoNodeOptions {
   cniVersion?: string;
   /** Host-side link name prefix of the pods (1-4 characters). */
   hostVethPrefix?: string;
+  /**
+   * A kubelet a test runs for this node: the daemon's device plugin is then `auto` at its
+   * paths. Without it (the demo) the device plugin is off.
+   */
+  kubelet?: DemoKubelet;
 }
 
 /** One pod of the demo, after ADD. */
@@ -108,6 +119,7 @@ export class DemoNode {
   #prefix: string;
   #cniVersion: string;
   #hostVethPrefix: string;
+  #kubelet?: DemoKubelet;
 
   private constructor(init: {
     sim: SimServer;
@@ -134,6 +146,7 @@ export class DemoNode {
     this.#prefix = init.prefix;
     this.#cniVersion = init.options.cniVersion ?? "1.1.0";
     this.#hostVethPrefix = init.options.hostVethPrefix ?? "vpc";
+    this.#kubelet = init.options.kubelet;
   }
 
   /** Starts the simulator, the fabric and the node netns (no daemon yet). */
@@ -175,8 +188,12 @@ export class DemoNode {
     return eni?.privateIps.find((p) => p.primary)?.address ?? "";
   }
 
-  /** Installs the plugin and conflist (as `vpcni install` does), then starts the daemon. */
-  async startDaemon(): Promise<void> {
+  /**
+   * Installs the plugin and conflist (as `vpcni install` does), then starts the daemon; with
+   * `ownMountNamespace`, in a private mount namespace of its own, as in its DaemonSet
+   * container: mounts made on the node later (a runtime's pod netns) do not reach it.
+   */
+  async startDaemon(opts: { ownMountNamespace?: boolean } = {}): Promise<void> {
     const [ec2, imds] = this.#forwards;
     const configPath = `${this.root}/vpcni.yaml`;
     await Deno.writeTextFile(
@@ -200,14 +217,17 @@ export class DemoNode {
       hostVethPrefix: this.#hostVethPrefix,
       cniVersion: this.#cniVersion,
     });
-    const [cmd, ...args] = selfCommand();
+    const [cmd, ...args] = [
+      ...(opts.ownMountNamespace ? ["unshare", "--mount", "--propagation", "private", "--"] : []),
+      ...selfCommand(),
+    ];
     const log = await Deno.open(this.daemonLog, { create: true, write: true, truncate: true });
     // Forked while the thread sits in the node netns: the daemon lives there, like a
     // hostNetwork DaemonSet pod lives in the node's netns.
     this.#daemon = inNetns(this.nodePath, () =>
       new Deno.Command(cmd, {
         args: [...args, "serve", "--config", configPath],
-        env: { AWS_ACCESS_KEY_ID: "demo", AWS_SECRET_ACCESS_KEY: "demo", AWS_REGION: "us-east-1" },
+        env: demoDaemonEnv(this.#kubelet),
         stdin: "null",
         stdout: "null",
         stderr: "piped",
@@ -352,13 +372,19 @@ export class DemoNode {
   }
 
   /** Stops everything and removes every namespace and file the demo made. */
+  /** Stops the daemon (SIGTERM) and waits for it to exit; {@linkcode startDaemon} starts it again. */
+  async stopDaemon(): Promise<void> {
+    const daemon = this.#daemon;
+    this.#daemon = undefined;
+    if (!daemon) return;
+    try {
+      daemon.kill("SIGTERM");
+    } catch { /* already gone */ }
+    await daemon.status;
+  }
+
   async close(): Promise<void> {
-    if (this.#daemon) {
-      try {
-        this.#daemon.kill("SIGTERM");
-      } catch { /* already gone */ }
-      await this.#daemon.status;
-    }
+    await this.stopDaemon();
     for (const n of this.#podNetns) deleteNamedNetns(n);
     for (const f of this.#forwards) f.close();
     await this.fabric.destroy().catch(() => {});

@@ -59,10 +59,44 @@ export interface DemoDaemonPaths {
   datapath: string;
 }
 
-/** The daemon configuration: pool `internal` (default) and pool `public`. */
+/**
+ * A kubelet of the node's own, which tests start beside the node (never the host's): where
+ * its device-plugin directory and pod-resources socket are.
+ */
+export interface DemoKubelet {
+  devicePluginDir: string;
+  podResourcesSocket: string;
+}
+
+/**
+ * The environment the demo's daemon runs with, over the user's own. The demo's node is no
+ * kubelet node: the device plugin is off even where the user's environment turns it on
+ * (the environment would win over the file), so the daemon never talks to, nor registers
+ * devices with, a kubelet of the host. A test that starts a kubelet for the node names it.
+ */
+export function demoDaemonEnv(kubelet?: DemoKubelet): Record<string, string> {
+  return {
+    AWS_ACCESS_KEY_ID: "demo",
+    AWS_SECRET_ACCESS_KEY: "demo",
+    AWS_REGION: "us-east-1",
+    ...(kubelet
+      ? {
+        VPCNI_DEVICE_PLUGIN: "auto",
+        VPCNI_DEVICE_PLUGIN_DIR: kubelet.devicePluginDir,
+        VPCNI_POD_RESOURCES_SOCKET: kubelet.podResourcesSocket,
+      }
+      : { VPCNI_DEVICE_PLUGIN: "off" }),
+  };
+}
+
+/**
+ * The daemon configuration: pool `internal` (default) and pool `public`; no device plugin
+ * (see {@linkcode demoDaemonEnv}).
+ */
 export function demoDaemonConfig(p: DemoDaemonPaths): Record<string, unknown> {
   return {
     clusterName: DEMO_CLUSTER,
+    devicePlugin: "off",
     datapath: p.datapath,
     socketPath: p.socketPath,
     stateDir: p.stateDir,

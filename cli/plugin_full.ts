@@ -7,5 +7,5 @@
  *
  * @module
  */
-export { runPlugin } from "../cni/plugin.ts";
+export { netnsIsHere, runPlugin, sendNetnsFd } from "../cni/plugin.ts";
 import "../ipam/cni_worker.ts";

@@ -142,3 +142,16 @@ Deno.test("stdin that is not a JSON object is code 6", () => {
   assertCni(() => decodeStdin("{nope"), 6, /not JSON/);
   assertCni(() => decodeStdin("[1]"), 6, /not a JSON object/);
 });
+
+// JSON.parse makes these own keys; an `in` check would find them on Object.prototype and
+// take them for known fields.
+for (const key of ["__proto__", "constructor", "toString", "hasOwnProperty"]) {
+  Deno.test(`config: a top-level ${key} is an unsupported field (code 2)`, () => {
+    const text = JSON.stringify(minimal).replace("{", `{"${key}":{"polluted":true},`);
+    const msg = new RegExp(`unsupported field ${key}=\\{"polluted":true\\}`);
+    assertCni(() => parseConfig(decodeStdin(text)), 2, msg);
+    const ipam = JSON.stringify({ ...minimal, ipam: { type: "vpcni" } })
+      .replace(`{"type":"vpcni"}`, `{"type":"vpcni","${key}":1}`);
+    assertCni(() => parseConfig(decodeStdin(ipam)), 2, new RegExp(`ipam\\.${key}=1`));
+  });
+}

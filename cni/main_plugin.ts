@@ -18,6 +18,8 @@ import { Rollback } from "./rollback.ts";
 import { requireVerbVersion } from "./verb_version.ts";
 import { requireValidAttachments } from "./gc_input.ts";
 import { pathExists } from "../base/path_exists.ts";
+import { delRecordDir, writeDelRecord } from "../proto/del_records.ts";
+import { netnsOpenPath } from "../base/netns_alias.ts";
 
 /** What a main-plugin verb needs. */
 export interface MainInvocation {
@@ -107,7 +109,7 @@ async function datapathStep<T>(
 export async function cmdAdd(inv: MainInvocation): Promise<Record<string, unknown>> {
   const { config, env, log } = inv;
   const netns = env.netns!;
-  if (!pathExists(netns)) {
+  if (!pathExists(netnsOpenPath(netns))) {
     throw new CniError(
       ErrorCode.UNKNOWN_CONTAINER,
       `container unknown: CNI_NETNS ${netns} does not exist`,
@@ -206,7 +208,7 @@ export async function cmdDel(inv: MainInvocation): Promise<void> {
       );
     }
     const address = held?.address ?? prev;
-    const netns = env.netns && pathExists(env.netns) ? env.netns : undefined;
+    const netns = env.netns && pathExists(netnsOpenPath(env.netns)) ? env.netns : undefined;
     const dp = datapathConfig(config, [], held?.nodeEniMacs);
     const pod = { containerId: env.containerId!, ifName: env.ifName!, netns, address };
     const skipped = await datapathStep(
@@ -222,17 +224,45 @@ export async function cmdDel(inv: MainInvocation): Promise<void> {
       if (!(inv.daemonDown && e instanceof CniError && e.code === ErrorCode.TRY_AGAIN_LATER)) {
         throw e;
       }
-      // The pod's host objects are gone; the daemon's start-up reconcile releases the
-      // reservation, whose pod netns the runtime removes after this DEL.
-      log.warn(
-        "the daemon is down: DEL removed the host objects; the daemon frees the " +
-          "address when it is back",
-        { ip: address?.ip, error: e.message },
-      );
+      // The pod's host objects are gone; the reservation is written down for the daemon,
+      // which releases it before it serves anything once it is back (proto/del_records.ts).
+      await recordDelForDaemon(inv, address?.ip);
     }
     log.info("deleted", { ip: address?.ip });
   } finally {
     source.close();
+  }
+}
+
+/**
+ * Writes down a DEL the daemon could not hear. A record that cannot be written is logged,
+ * not fatal: the host objects are gone, and the daemon's sweep releases a reservation whose
+ * pod netns and host rule are both gone (ipam/gone_pods.ts).
+ */
+async function recordDelForDaemon(inv: MainInvocation, ip: string | undefined): Promise<void> {
+  const { config, env, log } = inv;
+  const socket = config.daemon.socket;
+  try {
+    const path = await writeDelRecord(socket, {
+      version: 1,
+      network: config.name,
+      containerId: env.containerId!,
+      ifName: env.ifName!,
+      ...(env.netns ? { netns: env.netns } : {}),
+      time: Date.now(),
+    });
+    log.warn(
+      "the daemon is down: DEL removed the host objects and left the release to the " +
+        "daemon, which makes it before it serves again",
+      { ip, record: path },
+    );
+  } catch (e) {
+    log.warn(
+      "the daemon is down: DEL removed the host objects, but could not write its record " +
+        `for the daemon in ${delRecordDir(socket)}; the daemon frees the address once the ` +
+        "pod netns is gone",
+      { ip, error: (e as Error).message },
+    );
   }
 }
 
@@ -267,7 +297,7 @@ export async function cmdCheck(inv: MainInvocation): Promise<void> {
       `invalid network configuration: prevResult has no IPv4 address on ${env.ifName}`,
     );
   }
-  if (!pathExists(netns)) {
+  if (!pathExists(netnsOpenPath(netns))) {
     throw new CniError(
       ErrorCode.UNKNOWN_CONTAINER,
       `container unknown: CNI_NETNS ${netns} does not exist`,

@@ -13,6 +13,7 @@
  */
 import { cString, errno, libc, O_CLOEXEC, O_RDONLY, strerror } from "../base/libc.ts";
 import { CniError, ErrorCode } from "./errors.ts";
+import { netnsOpenPath } from "../base/netns_alias.ts";
 import { type FdStat, fdStat, fileKind, fsMagic, namespaceTypeOf } from "./fd_info.ts";
 
 /** Longest `CNI_NETNS` accepted, in bytes (Linux's PATH_MAX less the NUL). */
@@ -77,7 +78,7 @@ export function checkNetnsFile(path: string, verb: "ADD" | "CHECK" | "DEL"): Net
   }
   const c = libc();
   // O_PATH never blocks (not even on a FIFO) and opens no device.
-  const fd = c.open(cString(path), O_PATH | O_CLOEXEC, 0);
+  const fd = c.open(cString(netnsOpenPath(path)), O_PATH | O_CLOEXEC, 0);
   if (fd < 0) {
     const code = errno();
     // errno is read back after the call returned to JavaScript, which may have touched it
@@ -134,7 +135,8 @@ export function checkNetnsFile(path: string, verb: "ADD" | "CHECK" | "DEL"): Net
  * True when a second look agrees that nothing is at `path`: Deno's stat, or where Deno may
  * not look (paths under /proc without all permissions) a second open.
  */
-function confirmedMissing(path: string): boolean {
+function confirmedMissing(named: string): boolean {
+  const path = netnsOpenPath(named);
   try {
     Deno.statSync(path);
     return false;
@@ -178,6 +180,30 @@ function namespaceType(pathFd: number, path: string): number {
     const t = namespaceTypeOf(fd);
     if (t < 0) throw refuse(path, `is not a namespace: ${strerror(-t)}`, NOT_A_NETNS_FIX);
     return t;
+  } finally {
+    c.close(fd);
+  }
+}
+
+/**
+ * False when the caller's mount namespace does not reach the netns at `path`: nothing is
+ * there, or a regular file that is no namespace (a mount point whose netns mount is in
+ * another mount namespace). The daemon asks the plugin for the netns then (ipam/cni_worker.ts).
+ * Anything else is true: {@linkcode checkNetnsFile} judges it.
+ */
+export function netnsReachable(path: string): boolean {
+  if (!path.startsWith("/") || path.includes("\0")) return true;
+  const c = libc();
+  const fd = c.open(cString(path), O_PATH | O_CLOEXEC, 0);
+  if (fd < 0) {
+    const code = errno();
+    return !((code === ENOENT || code === ENOTDIR) && confirmedMissing(path));
+  }
+  try {
+    const st = fdStat(fd);
+    if (!st || fileKind(st.mode)) return true;
+    const magic = fsMagic(fd);
+    return magic === undefined || magic === NSFS_MAGIC;
   } finally {
     c.close(fd);
   }

@@ -11,6 +11,20 @@ import { CniError, ErrorCode, errorJson, toCniError } from "./errors.ts";
 import { checkLogFile, createLogger, type PluginLogger } from "./log.ts";
 import { checkStdinSize, INPUT_BOUNDS } from "./bounds.ts";
 import { checkNetnsFile } from "./netns_file.ts";
+
+export { sendNetnsFd } from "./netns_fd_send.ts";
+
+/**
+ * True when `path` names a pod's network namespace in this process's mount namespace (the
+ * runtime's, where the plugin runs): the thin plugin asks when a daemon said it is not one.
+ */
+export function netnsIsHere(path: string): boolean {
+  try {
+    return checkNetnsFile(path, "ADD") === "netns";
+  } catch {
+    return false;
+  }
+}
 import { readAllStdin, writeAllStdout } from "./process_io.ts";
 import { runIpamVerb } from "./ipam_plugin.ts";
 import { cmdAdd, cmdCheck, cmdDel, cmdGc, cmdStatus, type MainInvocation } from "./main_plugin.ts";
@@ -89,7 +103,7 @@ function checkNetns(env: CniEnv, cniVersion: string): CniEnv {
 export interface RunOptions {
   /**
    * The thin plugin found the daemon down: a DEL removes the pod's host objects and succeeds
-   * without the daemon, whose reconcile frees the address once it is back.
+   * without the daemon, leaving a record the daemon releases it by (proto/del_records.ts).
    */
   daemonDown?: boolean;
 }

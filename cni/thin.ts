@@ -17,12 +17,19 @@
  * - the daemon is down (no socket, nobody listening): the full plugin checks the request
  *   and answers ADD and CHECK with code 11 and STATUS with 50, naming the socket (or with the
  *   request's own error, which comes first); a DEL removes the pod's host objects here and
- *   succeeds, and the daemon frees the address when it is back (its start-up reconcile
- *   releases reservations whose pod netns is gone);
+ *   succeeds, leaving a record the daemon releases the address by before it serves again
+ *   (proto/del_records.ts);
  * - the daemon answers the invocation but not in protocol 2 — an older release that only
  *   reserves (rolling upgrade), or a socket that is not vpcni's daemon at all: the full plugin
  *   speaks protocol 1 with it, as that release's plugin did, and judges its answers as that
- *   protocol says. A version skew thus costs time, never a wrong result.
+ *   protocol says. A version skew thus costs time, never a wrong result;
+ * - the daemon's mount namespace does not reach `CNI_NETNS` (a runtime that mounts pod netns
+ *   under its own state dir, a daemon in a container without that directory): the daemon
+ *   asks for the netns, and the full plugin opens it here, in the runtime's mount namespace,
+ *   and hands it over on the daemon's netns socket (cni/netns_fd_send.ts); the invocation
+ *   then goes again with the token it got. A daemon from before that hand-over refuses the
+ *   path instead; when the full plugin sees a pod netns there, the error says what happened
+ *   and how to fix it.
  *
  * @module
  */
@@ -41,6 +48,7 @@ import {
   MAX_DAEMON_TIMEOUT_MS,
 } from "../proto/ipam.ts";
 import { concatBytes } from "../base/bytes.ts";
+import { explainUnseenNetns, handOverNetns } from "./thin_netns.ts";
 
 /** Where an invocation reads and writes (the full plugin's `PluginIo`). */
 export interface ThinIo {
@@ -52,6 +60,17 @@ export interface ThinIo {
 /** What the full plugin offers the thin one. */
 export interface FullPlugin {
   runPlugin(io: ThinIo, opts?: { daemonDown?: boolean }): Promise<number>;
+  /** True when `path` is a pod netns in the plugin's (the runtime's) mount namespace. */
+  netnsIsHere(path: string): boolean;
+  /** Hands `netns` to the daemon at `daemonSocket` (cni/netns_fd_send.ts). */
+  sendNetnsFd(
+    daemonSocket: string,
+    netns: string,
+    timeoutMs: number,
+  ):
+    | { token: string }
+    | { gone: true }
+    | { failed: { code: number; msg: string; details?: string } };
 }
 
 /** How the thin plugin runs. */
@@ -134,6 +153,11 @@ class DaemonDownError extends Error {}
  * it and judges its answers as that protocol says.
  */
 class NotProtocol2Error extends Error {}
+/**
+ * The daemon's mount namespace does not reach `CNI_NETNS`: it asks for the netns, which the
+ * plugin opens in the runtime's mount namespace and hands over (cni/netns_fd_send.ts).
+ */
+class NeedNetnsFdError extends Error {}
 
 /** Reads to EOF, or throws once more than `max` bytes came. */
 async function readAnswer(conn: Deno.UnixConn, max: number): Promise<Uint8Array> {
@@ -226,11 +250,12 @@ async function forward(
   verb: string,
   env: Record<string, string>,
   stdin: string,
+  netnsFd?: string,
 ): Promise<{ stdout: string; exitCode: number }> {
   const text = await exchange(
     route,
     verb,
-    JSON.stringify({ version: CNI_PROTOCOL_VERSION, op: "cni", env, stdin }),
+    JSON.stringify({ version: CNI_PROTOCOL_VERSION, op: "cni", env, stdin, netnsFd }),
   );
   let answer: unknown;
   try {
@@ -245,6 +270,9 @@ async function forward(
     throw new NotProtocol2Error("no protocol version 2 in the answer");
   }
   const a = answer as Record<string, unknown>;
+  if (a.ok === false && a.needNetnsFd === true && netnsFd === undefined) {
+    throw new NeedNetnsFdError();
+  }
   if (
     a.ok === true && typeof a.stdout === "string" && (a.exitCode === 0 || a.exitCode === 1)
   ) {
@@ -254,13 +282,33 @@ async function forward(
     a.ok === false && typeof a.code === "number" && DAEMON_ERROR_CODES.includes(a.code) &&
     typeof a.msg === "string" && a.msg !== ""
   ) {
-    throw new CniError(a.code, daemonText(a.msg));
+    const details = typeof a.details === "string" ? daemonText(a.details) : undefined;
+    throw new CniError(a.code, daemonText(a.msg), details || undefined);
   }
   throw new CniError(
     ErrorCode.DAEMON_PROTOCOL,
     `IPAM daemon at ${route.socket} answered ${verb} outside protocol ${CNI_PROTOCOL_VERSION}`,
     "are the plugin and 'vpcni serve' from the same release?",
   );
+}
+
+/**
+ * The invocation again, after the daemon asked for the pod's netns: the full plugin opens
+ * `CNI_NETNS` here, in the runtime's mount namespace, and hands it to the daemon, and the
+ * invocation names the token it got. A DEL whose netns is gone here too goes without it (the
+ * node's side is cleaned up, as for any DEL of a gone netns); an ADD or CHECK of it is code 3.
+ */
+async function forwardWithNetns(
+  route: Route,
+  verb: string,
+  env: Record<string, string>,
+  stdin: string,
+  plugin: FullPlugin,
+): Promise<{ stdout: string; exitCode: number }> {
+  const handed = handOverNetns(plugin, route.socket, verb, env.CNI_NETNS ?? "", route.timeoutMs);
+  if ("token" in handed) return await forward(route, verb, env, stdin, handed.token);
+  const { CNI_NETNS: _, ...rest } = env;
+  return await forward(route, verb, rest, stdin);
 }
 
 /** Runs one invocation; returns the process exit code. */
@@ -297,7 +345,19 @@ export async function runThinPlugin(opts: ThinOptions): Promise<number> {
     if (v !== undefined) env[name] = v;
   }
   try {
-    const { stdout, exitCode } = await forward(route, command, env, stdin);
+    let answer;
+    try {
+      answer = await forward(route, command, env, stdin);
+    } catch (e) {
+      if (!(e instanceof NeedNetnsFdError)) throw e;
+      answer = await forwardWithNetns(route, command, env, stdin, await opts.loadFull());
+    }
+    const { stdout, exitCode } = await explainUnseenNetns(
+      command,
+      env.CNI_NETNS,
+      answer,
+      opts.loadFull,
+    );
     if (stdout !== "") io.writeStdout(stdout);
     return exitCode;
   } catch (e) {

@@ -60,3 +60,35 @@ Deno.test("redaction: presigned tokens, URL passwords, secrets before punctuatio
     assert.equal(redactText(keep), keep, "ordinary facts (ids, lowercase hashes) stay");
   }
 });
+
+Deno.test("redaction: an STS session token is hidden whatever its length, encoding or neighbours", () => {
+  // As STS hands them out: a regional token and an older global one, then the forms a log or a
+  // copied command line gives them.
+  const regional = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD6" +
+    "x9Kq3LmNpR7sT2vW4yZ/+aBcDeFgHiJk".repeat(20) + "==";
+  const global = "FwoGZXIvYXdzEBYaDHQaLm9pR7sT2vW4yZ+aBcDeFgHi" + "Lm9pR7sT2vW4yZ+aB".repeat(14);
+  const forms = [
+    `AWS_SESSION_TOKEN=${regional}`,
+    `"SessionToken": "${regional}"`,
+    `aws_session_token = ${global}`,
+    `session ${regional.slice(0, 90)}`,
+    `session ${global.slice(0, 60)}`,
+    `body Action=AssumeRole&x%3D${regional}`,
+    `SessionToken%22%3A%22${regional}%22`,
+    `{"msg":"{\\"t\\":\\"${regional.replaceAll("/", "\\/")}\\"}"}`,
+    `url-safe ${regional.replaceAll("/", "_").replaceAll("+", "-")}`,
+    `wrapped\n${regional.match(/.{1,76}/g)!.join("\n")}`,
+  ];
+  for (const form of forms) {
+    const out = redactText(form);
+    assert.doesNotMatch(out, /IQoJb3JpZ2lu|FwoGZXIvYXdz/, out);
+    // Nothing of the token is left that is long enough to matter.
+    for (const t of [regional, global]) {
+      for (let i = 0; i + 16 <= t.length; i += 8) {
+        assert.ok(!out.includes(t.slice(i, i + 16)), `${out}\nstill holds ${t.slice(i, i + 16)}`);
+      }
+    }
+  }
+  const keep = "pod kube-system/coredns-5d78c9869d-abcde on eni-0123456789abcdef0";
+  assert.equal(redactText(keep), keep, "names and ids stay");
+});

@@ -134,10 +134,7 @@ export function checkDatapath(f: Facts, d: DatapathFindings | string): CheckResu
   ].filter(Boolean);
   const podFixes = [
     d.held.length ? "leave held addresses be: each comes back when its pod is deleted" : "",
-    d.unjudged.length
-      ? (f.checkpointCorrupt ? "move the checkpoint aside, " : "") +
-        "start the daemon (it rebuilds its state), then run doctor again"
-      : "",
+    d.unjudged.length ? startDaemonFix(f) + " (it rebuilds its state), then run doctor again" : "",
   ].filter(Boolean);
   // Sysctls are set by the first ADD: with no pods yet, a wrong value is not a failure.
   const sysctlFails = d.sysctl.length > 0 && f.allocations.length > 0;
@@ -237,6 +234,15 @@ export function checkConsistency(
     }
   } else if (f.source === "daemon" && f.checkpointError) {
     problems.push(`checkpoint: ${f.checkpointError}`);
+  } else if (f.checkpointNewer !== undefined) {
+    // Daemon down on a newer release's checkpoint: this release's daemon will not start on it.
+    return {
+      ...base,
+      status: "fail",
+      found: `${f.checkpointError}; the allocations are unknown`,
+      fix: `run the release that wrote the checkpoint (schema version ${f.checkpointNewer}); ` +
+        "to stay on this one, drain the node, move the file aside, then start the daemon",
+    };
   } else if (f.checkpointCorrupt) {
     // Daemon down and its checkpoint unreadable: the daemon will not start on it either.
     return {
@@ -256,7 +262,8 @@ export function checkConsistency(
     }
   }
   for (const a of f.allocations) {
-    if (a.netns && !netnsExists(a.netns)) {
+    // A netns the daemon could not see either: doctor cannot tell from the path.
+    if (a.netns && !a.netnsHidden && !netnsExists(a.netns)) {
       problems.push(`${a.ip} (${a.containerId.slice(0, 12)}): pod netns ${a.netns} does not exist`);
     }
   }
@@ -333,4 +340,16 @@ export function checkLeakedEnis(
     details,
     fix: "none yet: the daemon's collector deletes them after the grace period",
   };
+}
+
+/**
+ * How to get a daemon running again so doctor can judge: as is, after moving a corrupt
+ * checkpoint aside, or the release that wrote a newer one.
+ */
+export function startDaemonFix(f: Pick<Facts, "checkpointCorrupt" | "checkpointNewer">): string {
+  if (f.checkpointNewer !== undefined) {
+    return "start the daemon of the release that wrote the checkpoint " +
+      `(schema version ${f.checkpointNewer})`;
+  }
+  return f.checkpointCorrupt ? "move the checkpoint aside, start the daemon" : "start the daemon";
 }

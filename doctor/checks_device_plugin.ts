@@ -1,7 +1,8 @@
 /**
  * The device-plugin check: whether the daemon is registered with the kubelet, and each
- * pool's capacity as the scheduler sees it (`vpcni.io/<pool>`), in one line. Read from the
- * daemon's `/v1/device-plugin` introspection.
+ * pool's capacity as the scheduler sees it (`vpcni.io/<pool>`), in one line; a failure when
+ * no pod can start because the kubelet's pod-resources API must be asked and does not
+ * answer. Read from the daemon's `/v1/device-plugin` introspection.
  *
  * @module
  */
@@ -9,7 +10,7 @@ import { z } from "zod";
 import type { CheckResult } from "./report.ts";
 
 const viewSchema = z.union([
-  z.object({ enabled: z.literal(false) }),
+  z.object({ enabled: z.literal(false), reason: z.string().optional() }),
   z.object({
     enabled: z.literal(true),
     registered: z.boolean(),
@@ -17,6 +18,7 @@ const viewSchema = z.union([
     lastError: z.string().optional(),
     podResourcesKnown: z.boolean(),
     podResourcesError: z.string().optional(),
+    podsBlocked: z.string().optional(),
     pools: z.array(z.object({
       pool: z.string(),
       resource: z.string(),
@@ -69,9 +71,21 @@ export function checkDevicePlugin(view: DevicePluginView | string): CheckResult 
       ...base,
       status: "skip",
       found: "off: pool capacity is not advertised to the scheduler (knob devicePlugin)",
+      ...(view.reason ? { details: [view.reason] } : {}),
     };
   }
   const pools = view.pools.map(poolText).join(", ");
+  if (view.podsBlocked) {
+    // The daemon's /readyz and STATUS say the same: no pod starts until this is fixed.
+    return {
+      ...base,
+      status: "fail",
+      found: "pods cannot start: the kubelet's pod-resources API does not answer",
+      details: [view.podsBlocked, pools],
+      fix: "mount the kubelet's pod-resources directory into the daemon (podResourcesSocket), " +
+        "or set devicePlugin: off where no pod requests vpcni.io/* resources",
+    };
+  }
   if (!view.registered) {
     return {
       ...base,

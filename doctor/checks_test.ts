@@ -33,6 +33,27 @@ Deno.test("an unreadable checkpoint with the daemon down fails, with the way out
   assert.equal(absent.status, "ok", "a node with no checkpoint yet is not broken");
 });
 
+Deno.test("a newer release's checkpoint with the daemon down: the fix is that release, not a repair", async () => {
+  await withDaemonDown("vqa-cpv-", async (o, dir) => {
+    await Deno.writeTextFile(
+      `${dir}/ipam-checkpoint.json`,
+      JSON.stringify({ version: 2, instanceId: "i-1", savedAt: 1, allocations: [], cooldowns: [] }),
+    );
+    const f = await gatherFacts(o);
+    assert.equal(f.checkpointNewer, 2);
+    assert.equal(f.checkpointCorrupt, undefined, "not corrupt");
+    const r = checkConsistency({ ...f, source: "checkpoint+kernel" }, undefined, () => true);
+    assert.equal(r.status, "fail");
+    assert.match(r.found, /has schema version 2; this release reads version 1/);
+    assert.match(r.fix ?? "", /^run the release that wrote the checkpoint \(schema version 2\)/);
+    const d = checkDatapath(
+      daemonDownFacts({ checkpointNewer: 2 }),
+      findings({ unjudged: ["10.0.1.5"] }),
+    );
+    assert.match(d.fix ?? "", /start the daemon of the release that wrote the checkpoint/);
+  });
+});
+
 Deno.test("gatherFacts tells a corrupt checkpoint from a missing one", async () => {
   await withDaemonDown("vqa-cp-", async (o, dir) => {
     assert.equal((await gatherFacts(o)).checkpointCorrupt, undefined);
@@ -119,4 +140,24 @@ Deno.test("held addresses beside real orphans: --fix is offered for the orphans 
     /--fix removes them \(delete rule 1000: to 10\.0\.1\.9\/32 lookup main\)/,
   );
   assert.match(r.fix ?? "", /; leave held addresses be/);
+});
+
+Deno.test("consistency: a pod netns the daemon could not see is not a disagreement", () => {
+  const a = {
+    network: "vpcni",
+    containerId: "c-hidden",
+    ifName: "eth0",
+    ip: "10.0.1.5",
+    eniId: "eni-1",
+    pool: "default",
+    netns: "/run/containerd/netns/cni-1",
+  };
+  const judge = (netnsHidden?: boolean) =>
+    checkConsistency(
+      daemonDownFacts({ allocations: [{ ...a, netnsHidden }] }),
+      undefined,
+      () => false,
+    );
+  assert.equal(judge(true).status, "ok", JSON.stringify(judge(true)));
+  assert.equal(judge().status, "fail", "a netns the daemon saw and that is gone is reported");
 });

@@ -15,7 +15,7 @@ import { type DoctorOptions, type Facts, gatherFacts } from "./facts.ts";
 import type { DatapathFindings } from "./datapath.ts";
 import { describeFix, orphanKey, removeOrphan } from "./datapath_fix.ts";
 import { allocationsKnown, datapathFindings } from "./run.ts";
-import { checkDatapath } from "./checks.ts";
+import { checkDatapath, startDaemonFix } from "./checks.ts";
 import { renderCheck, useColor, wrap } from "./report.ts";
 import { type CommonFlags, doctorOptions, printNotes } from "./cli_flags.ts";
 import { fixSnat } from "./snat.ts";
@@ -85,15 +85,14 @@ export async function doctorDatapath(f: DatapathFlags): Promise<void> {
  * cuts the pod off.
  */
 function refuseFix(o: DoctorOptions, facts: Facts): void {
-  const checkpoint = facts.checkpointCorrupt
+  const checkpoint = facts.checkpointCorrupt || facts.checkpointNewer !== undefined
     ? `the checkpoint in ${o.stateDir} unreadable`
     : `no checkpoint in ${o.stateDir}`;
   console.error(
     wrap(
       `vpcni doctor datapath: refusing --fix: with no daemon at ${o.daemonUrl} and ` +
         `${checkpoint}, every running pod would look orphaned; ` +
-        (facts.checkpointCorrupt ? "move the checkpoint aside, " : "") +
-        `start the daemon (it rebuilds its state), then run doctor again`,
+        `${startDaemonFix(facts)} (it rebuilds its state), then run doctor again`,
       80,
     ).join("\n"),
   );

@@ -43,6 +43,11 @@ export interface AllocationFact {
   eniId: string;
   pool: string;
   netns?: string;
+  /**
+   * The daemon's mount namespace did not reach `netns` (the plugin handed it over): a path
+   * missing here says nothing about the pod.
+   */
+  netnsHidden?: boolean;
   podNamespace?: string;
   podName?: string;
   eni?: EniInfo;
@@ -155,7 +160,7 @@ export function analyseDatapath(
   const sysctl = (x: Finding) => x.kind === "sysctl";
   for (const a of allocations) {
     const pod = a.netns ? pods.get(a.netns) : undefined;
-    if (a.netns && !pod) f.goneNetns.push(a);
+    if (a.netns && !pod && !a.netnsHidden) f.goneNetns.push(a);
     let found: Finding[];
     try {
       found = comparePod(cfg, attachmentOf(a), { host: hostView, pod });

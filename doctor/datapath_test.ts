@@ -266,3 +266,12 @@ Deno.test("the primary ENI's host setup is judged only once a pod is on it", () 
   const g = analyseDatapath(settings, [onPrimary], [primary, eni], host, new Map(), off, known);
   assert.deepEqual(g.sysctl, ["host: sysctl net/ipv4/conf/eth0/proxy_arp is 0, expected 1"]);
 });
+
+Deno.test("a pod netns the daemon could not see is not reported gone when doctor cannot see it", () => {
+  const gone = { ...alloc, netns: "/run/containerd/netns/cni-1" };
+  const hidden = { ...gone, containerId: "c2", netnsHidden: true };
+  const f = analyseDatapath(settings, [gone, hidden], [eni], healthyHost(), new Map(), sysctls, {
+    ...known,
+  });
+  assert.deepEqual(f.goneNetns.map((a) => a.containerId), ["c1"]);
+});

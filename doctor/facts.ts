@@ -7,7 +7,12 @@
  */
 import { z } from "zod";
 import { parse as parseYaml } from "yaml";
-import { type Checkpoint, CHECKPOINT_FILE, readCheckpoint } from "../ipam/checkpoint.ts";
+import {
+  type Checkpoint,
+  CHECKPOINT_FILE,
+  NewerCheckpointError,
+  readCheckpoint,
+} from "../ipam/checkpoint.ts";
 import { configSchema } from "../ipam/config.ts";
 import { ImdsClient, type NodeMetadata } from "../aws/imds.ts";
 import type { EniInfo } from "../proto/ipam.ts";
@@ -86,6 +91,8 @@ export interface Facts {
   checkpointError?: string;
   /** The checkpoint exists but cannot be read or parsed (not merely absent). */
   checkpointCorrupt?: boolean;
+  /** The schema version of a checkpoint a newer release wrote (then it is not corrupt). */
+  checkpointNewer?: number;
   metadata?: NodeMetadata;
   imdsError?: string;
   /** Prometheus text from /metrics. */
@@ -224,7 +231,8 @@ export async function gatherFacts(o: DoctorOptions): Promise<Facts> {
     if (!cp.value) facts.checkpointError = `no checkpoint at ${o.stateDir}/${CHECKPOINT_FILE}`;
   } else {
     facts.checkpointError = (cp.reason as Error).message;
-    facts.checkpointCorrupt = true;
+    if (cp.reason instanceof NewerCheckpointError) facts.checkpointNewer = cp.reason.found;
+    else facts.checkpointCorrupt = true;
   }
   if (md.status === "fulfilled") facts.metadata = md.value;
   else facts.imdsError = (md.reason as Error).message;

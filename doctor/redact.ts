@@ -12,6 +12,15 @@ const SECRET_KEY = /secret|password|passwd|token|credential|session|private.?key
 /** A base64 (or URL-encoded base64) character, as a regex source fragment. */
 const B64 = "(?:[A-Za-z0-9/+]|%2[BbFf])";
 
+/**
+ * How STS session tokens begin (base64 of their protobuf header: "…origin_ec" for the
+ * current regional tokens, "…er/aws" and "…aws" for the older global ones).
+ */
+const STS_PREFIX = "[A-Za-z0-9]{2}oJb3JpZ2luX2Vj|F[QwA]oGZXIvYXdz|AQoDYXdz";
+
+/** A character of a token in any of its encodings: base64, URL-safe, percent- or JSON-escaped. */
+const TOKEN_CHAR = "[A-Za-z0-9+/_=-]|%2[BbFf]|%3[Dd]|\\\\/";
+
 /** Rules applied in order: each pattern and what replaces a match. */
 const RULES: [RegExp, string | ((m: string, ...g: string[]) => string)][] = [
   // Presigned-URL parts: X-Amz-Security-Token=…, X-Amz-Credential=…, X-Amz-Signature=…
@@ -27,8 +36,24 @@ const RULES: [RegExp, string | ((m: string, ...g: string[]) => string)][] = [
   ],
   // Access key ids.
   [/\b(AKIA|ASIA|AROA|AIDA|ABIA|ACCA)[0-9A-Z]{16}\b/g, "[redacted-access-key-id]"],
-  // Bare session tokens: STS tokens are base64 runs of hundreds of characters.
-  [new RegExp(`(?<![A-Za-z0-9/+%])${B64}{100,}(?:=|%3[Dd]){0,2}`, "g"), "[redacted-token]"],
+  // STS session tokens by how they start, whatever their length or encoding: the protobuf
+  // header they open with ("\x0a\x09origin_ec…" or "\x0a\x06er/aws…") is always the same, so
+  // a truncated token, one after "%3D" or "%22", one with JSON's escaped "\/" and one in
+  // URL-safe base64 are all found; so are the lines of a token wrapped at a fixed width
+  // (each following line nothing but token characters).
+  [
+    new RegExp(
+      `(?:${STS_PREFIX})(?:${TOKEN_CHAR})*(?:\\r?\\n[ \\t]*(?:${TOKEN_CHAR}){16,}$)*`,
+      "gm",
+    ),
+    "[redacted-token]",
+  ],
+  // Other bare session tokens: STS tokens are base64 runs of hundreds of characters. A run
+  // may start after a percent escape ("token%3D…"), not inside one.
+  [
+    new RegExp(`(?:(?<![A-Za-z0-9/+%])|(?<=%[0-9A-Fa-f]{2}))${B64}{100,}(?:=|%3[Dd]){0,2}`, "g"),
+    "[redacted-token]",
+  ],
   // Secret access keys: 40 base64 characters of mixed case and digits, standing alone.
   [
     /(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g,

@@ -25,6 +25,7 @@ import { attachmentKey } from "./node_state.ts";
 import { log } from "./log.ts";
 import { prepareSocket } from "./unix_socket.ts";
 import { CniService } from "./cni_service.ts";
+import { serveNetnsFdsFor } from "./netns_fds.ts";
 
 /** Answers one parsed request. */
 export async function handleIpamRequest(
@@ -134,7 +135,11 @@ export async function serveUnixApi(
       status: 404,
     });
   });
-  server.finished.then(() => cni.close());
   await place.moveIntoPlace(() => server.shutdown());
+  const netnsFds = await serveNetnsFdsFor(path, cni);
+  server.finished.then(async () => {
+    cni.close();
+    await netnsFds?.close();
+  });
   return server;
 }

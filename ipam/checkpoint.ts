@@ -23,6 +23,11 @@ const allocationSchema = z.object({
   podName: z.string().optional(),
   podUid: z.string().optional(),
   netns: z.string().optional(),
+  /**
+   * The daemon's mount namespace did not reach `netns` at the ADD (the plugin handed the netns
+   * over): its liveness cannot be read from the path (ipam/kernel_view.ts). Absent: it did.
+   */
+  netnsHidden: z.boolean().optional(),
   ip: z.string(),
   eniId: z.string(),
   pool: z.string(),
@@ -91,7 +96,37 @@ export class CorruptCheckpointError extends Error {
   }
 }
 
-/** Reads the checkpoint; `undefined` when there is none. A corrupt file is an error. */
+/**
+ * A checkpoint of a schema version newer than this release reads: a newer release wrote it
+ * and the node was downgraded. The daemon refuses to start rather than drop what that release
+ * recorded; the message names the file, both versions and the two ways out.
+ */
+export class NewerCheckpointError extends Error {
+  /** The checkpoint's path. */
+  readonly path: string;
+  /** The version the file holds. */
+  readonly found: number;
+  /** Builds the message from the path and the version the file holds. */
+  constructor(path: string, found: number) {
+    super(
+      `checkpoint ${path} has schema version ${found}; this release reads version ` +
+        `${CHECKPOINT_VERSION} only: a newer vpcni release wrote it. The daemon will not drop ` +
+        `what that release recorded, so it does not start. Way out: run the release that wrote ` +
+        `it (or a newer one); or, to stay on this release, drain the node (kubectl drain), move ` +
+        `the file aside (mv ${path} ${path}.v${found}) and restart; with no checkpoint the ` +
+        `daemon rebuilds its pools from EC2 and holds the addresses the host still routes to ` +
+        `pods until those pods are deleted (pods of a main plugin other than vpcni are not seen).`,
+    );
+    this.name = "NewerCheckpointError";
+    this.path = path;
+    this.found = found;
+  }
+}
+
+/**
+ * Reads the checkpoint; `undefined` when there is none. A corrupt file is a
+ * {@linkcode CorruptCheckpointError}, one of a newer schema a {@linkcode NewerCheckpointError}.
+ */
 export async function readCheckpoint(stateDir: string): Promise<Checkpoint | undefined> {
   const path = `${stateDir}/${CHECKPOINT_FILE}`;
   let text: string;
@@ -110,11 +145,12 @@ export async function readCheckpoint(stateDir: string): Promise<Checkpoint | und
   } catch (e) {
     throw new CorruptCheckpointError(path, `not JSON (${(e as Error).message})`);
   }
-  if (raw && typeof raw === "object" && "version" in raw && raw.version !== CHECKPOINT_VERSION) {
-    throw new Error(
-      `checkpoint ${path} has schema version ${String(raw.version)}, this daemon reads ` +
-        `${CHECKPOINT_VERSION}`,
-    );
+  // Only a later whole version is a newer release's; any other wrong version is corruption.
+  const version = raw && typeof raw === "object" && Object.hasOwn(raw, "version")
+    ? (raw as { version: unknown }).version
+    : undefined;
+  if (Number.isSafeInteger(version) && (version as number) > CHECKPOINT_VERSION) {
+    throw new NewerCheckpointError(path, version as number);
   }
   const r = checkpointSchema.safeParse(raw);
   if (!r.success) {

@@ -33,8 +33,21 @@ Deno.test("checkpoint: atomic write, versioned read, refusal of other versions",
     assert.equal((await Deno.stat(`${dir}/${CHECKPOINT_FILE}`)).mode! & 0o777, 0o600);
     const names = [...Deno.readDirSync(dir)].map((e) => e.name);
     assert.deepEqual(names, [CHECKPOINT_FILE], "no temp file is left behind");
-    await Deno.writeTextFile(`${dir}/${CHECKPOINT_FILE}`, JSON.stringify({ ...doc, version: 2 }));
-    await assert.rejects(readCheckpoint(dir), /schema version 2, this daemon reads 1/);
+    // A newer release's checkpoint: refused with both versions and both ways out.
+    const path = `${dir}/${CHECKPOINT_FILE}`;
+    await Deno.writeTextFile(path, JSON.stringify({ ...doc, version: 2, newField: [] }));
+    await assert.rejects(readCheckpoint(dir), (e: Error) => {
+      assert.match(e.message, /^checkpoint \S+ has schema version 2; this release reads version 1/);
+      assert.ok(e.message.includes(`checkpoint ${path} `), e.message);
+      assert.match(e.message, /run the release that wrote it/);
+      assert.ok(e.message.includes(`mv ${path} ${path}.v2`), e.message);
+      return true;
+    });
+    // Any other wrong version is a corrupt file, with the corrupt file's way out.
+    for (const version of [0, -1, 1.5, "2", null]) {
+      await Deno.writeTextFile(path, JSON.stringify({ ...doc, version }));
+      await assert.rejects(readCheckpoint(dir), /malformed at version.*mv .*\.json \S+\.bad/s);
+    }
     await Deno.writeTextFile(`${dir}/${CHECKPOINT_FILE}`, "{");
     await assert.rejects(readCheckpoint(dir), /not JSON.*mv .*ipam-checkpoint\.json\.bad/s);
   } finally {

@@ -17,7 +17,12 @@
  *
  * @module
  */
-import type { CniRunRequest, CniRunResponse, IpamResponse } from "../proto/ipam.ts";
+import type {
+  CniRunRequest,
+  CniRunResponse,
+  IpamErrorResponse,
+  IpamResponse,
+} from "../proto/ipam.ts";
 import type { DatapathConfig, DatapathEni } from "../cni/datapath/types.ts";
 import { CNI_PROTOCOL_VERSION } from "../proto/ipam.ts";
 import {
@@ -30,6 +35,7 @@ import {
   type IpamCall,
   writeAnswer,
 } from "./cni_worker.ts";
+import { closeFd, type NetnsFds } from "./netns_fds.ts";
 
 let workerEntry = new URL("./cni_worker.ts", import.meta.url).href;
 
@@ -84,6 +90,8 @@ export class CniService {
   #closed = false;
   #netns?: string;
   #warm: boolean;
+  #netnsFds?: NetnsFds;
+  #netnsFdsProblem = "the daemon serves no netns socket";
 
   /** Makes the service; `answer` serves the plugin's reservation requests. */
   constructor(answer: IpamAnswerer, opts: CniServiceOptions = {}) {
@@ -100,16 +108,46 @@ export class CniService {
     return this.#slots.length;
   }
 
-  /** Runs one invocation under its attachment's lock; answers what the plugin printed. */
-  async run(req: CniRunRequest): Promise<CniRunResponse> {
+  /**
+   * Takes pod netns the plugin hands over from `fds` (ipam/netns_fds.ts); undefined: none
+   * (`problem` says why, in the error a pod then gets).
+   */
+  useNetnsFds(fds: NetnsFds | undefined, problem?: string): void {
+    this.#netnsFds = fds;
+    if (problem) this.#netnsFdsProblem = problem;
+  }
+
+  /**
+   * Runs one invocation under its attachment's lock; answers what the plugin printed, or,
+   * when the daemon's mount namespace does not reach `CNI_NETNS`, asks for the netns
+   * (`needNetnsFd`).
+   */
+  async run(req: CniRunRequest): Promise<CniRunResponse | IpamErrorResponse> {
+    // Taken at once: the descriptor is closed after the verb, or if it never runs.
+    let fd: number | undefined;
+    if (req.netnsFd !== undefined) {
+      fd = this.#netnsFds?.take(req.netnsFd);
+      if (fd === undefined) {
+        return {
+          ok: false,
+          version: CNI_PROTOCOL_VERSION,
+          code: 11,
+          msg: `the pod netns handed over for CNI_NETNS ${
+            req.env.CNI_NETNS ?? ""
+          } is unknown to the daemon (it keeps one for 30 s, and until a restart)`,
+          details: "the runtime retries; the plugin hands the netns over again",
+        };
+      }
+    }
     const key = `${req.env.CNI_CONTAINERID ?? ""}\u0000${req.env.CNI_IFNAME ?? ""}`;
     const before = this.#locks.get(key) ?? Promise.resolve();
-    const mine = before.catch(() => {}).then(() => this.#runOnWorker(req));
+    const mine = before.catch(() => {}).then(() => this.#runOnWorker(req, fd));
     this.#locks.set(key, mine);
     try {
       return await mine;
     } finally {
       if (this.#locks.get(key) === mine) this.#locks.delete(key);
+      if (fd !== undefined) closeFd(fd);
     }
   }
 
@@ -157,15 +195,19 @@ export class CniService {
     this.#slots = [];
   }
 
-  async #runOnWorker(req: CniRunRequest): Promise<CniRunResponse> {
+  async #runOnWorker(
+    req: CniRunRequest,
+    netnsFd: number | undefined,
+  ): Promise<CniRunResponse | IpamErrorResponse> {
     if (this.#closed) throw new Error("the daemon is stopping");
     const slot = await this.#acquire();
     try {
-      const job: CniJob = { id: this.#nextId++, env: req.env, stdin: req.stdin };
+      const job: CniJob = { id: this.#nextId++, env: req.env, stdin: req.stdin, netnsFd };
       const done = await new Promise<CniJobDone>((resolve) => {
         slot.done = resolve;
         slot.worker.postMessage(job);
       });
+      if (done.needNetnsFd) return this.#needNetnsFd(req.env.CNI_NETNS ?? "");
       return {
         ok: true,
         version: CNI_PROTOCOL_VERSION,
@@ -176,6 +218,35 @@ export class CniService {
       slot.done = undefined;
       this.#release(slot);
     }
+  }
+
+  /**
+   * The answer when the daemon's mount namespace does not reach `netns`: a plugin of this
+   * release hands the netns over; an older plugin prints code and message, which name the
+   * cause and the fix. Without a netns socket, only the fix.
+   */
+  #needNetnsFd(netns: string): IpamErrorResponse {
+    const dir = netns.slice(0, netns.lastIndexOf("/")) || "/";
+    const fix = `mount the runtime's netns directory (${dir}) into the daemon's container with ` +
+      "mountPropagation: HostToContainer";
+    const cause = `the IPAM daemon's mount namespace does not reach CNI_NETNS ${netns}`;
+    if (!this.#netnsFds) {
+      return {
+        ok: false,
+        version: CNI_PROTOCOL_VERSION,
+        code: 4,
+        msg: `${cause}, and the plugin cannot hand it over: ${this.#netnsFdsProblem}`,
+        details: fix,
+      };
+    }
+    return {
+      ok: false,
+      version: CNI_PROTOCOL_VERSION,
+      code: 4,
+      msg: `${cause}; a plugin of the daemon's release hands the netns over`,
+      details: `${fix}, or install the plugin of the daemon's release`,
+      needNetnsFd: true,
+    };
   }
 
   #acquire(): Promise<Slot> {

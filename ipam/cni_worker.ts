@@ -22,12 +22,22 @@ import type { DatapathConfig, DatapathEni } from "../cni/datapath/types.ts";
 import { setDaemonTransport } from "../cni/ipam_client.ts";
 import { UnixHttpTimeoutError } from "../cni/unix_http.ts";
 import { MAX_DAEMON_ANSWER_BYTES } from "../proto/ipam.ts";
+import { clearNetnsAlias, setNetnsAlias } from "../base/netns_alias.ts";
+import { netnsReachable } from "../cni/netns_file.ts";
+
+/** The verbs that open `CNI_NETNS`. */
+const NETNS_VERBS = new Set(["ADD", "CHECK", "DEL"]);
 
 /** One invocation to run. */
 export interface CniJob {
   id: number;
   env: Record<string, string>;
   stdin: string;
+  /**
+   * The pod netns the plugin handed over (ipam/netns_fds.ts), open in this process: the verb
+   * opens it as `/proc/self/fd/<n>` wherever it opens `CNI_NETNS`.
+   */
+  netnsFd?: number;
 }
 
 /** The host side of one ENI to set up (cni/datapath/mod.ts prepareEniHost). */
@@ -53,6 +63,11 @@ export interface CniJobDone {
   id: number;
   exitCode: number;
   stdout: string;
+  /**
+   * Nothing ran: this process's mount namespace does not reach `CNI_NETNS` (nothing there,
+   * or a file that is no namespace); the plugin must hand the netns over.
+   */
+  needNetnsFd?: boolean;
 }
 
 /**
@@ -95,7 +110,10 @@ async function startWorker({ shared, netns }: CniWorkerStart): Promise<void> {
   }
   const words = new Int32Array(shared, 0, 3);
   let seq = 0;
-  setDaemonTransport((_socket, body, timeoutMs) => {
+  /** The running job's netns was handed over: its reservation says so. */
+  let hidden = false;
+  setDaemonTransport((_socket, request, timeoutMs) => {
+    const body = hidden ? markNetnsHidden(request) : request;
     seq = (seq + 1) | 0;
     Atomics.store(words, 0, 0);
     Atomics.store(words, 2, seq);
@@ -124,15 +142,46 @@ async function startWorker({ shared, netns }: CniWorkerStart): Promise<void> {
       self.postMessage({ type: "done", id, exitCode, stdout } satisfies CniJobDone);
       return;
     }
-    const { id, env, stdin } = e.data;
+    const { id, env, stdin, netnsFd } = e.data;
+    const netns = Object.hasOwn(env, "CNI_NETNS") ? env.CNI_NETNS : "";
+    const opensNetns = netns !== "" && NETNS_VERBS.has(env.CNI_COMMAND);
+    if (opensNetns && netnsFd === undefined && !netnsReachable(netns)) {
+      const done: CniJobDone = { type: "done", id, exitCode: 1, stdout: "", needNetnsFd: true };
+      self.postMessage(done);
+      return;
+    }
     let stdout = "";
-    const exitCode = await runPlugin({
-      getEnv: (name) => Object.hasOwn(env, name) ? env[name] : undefined,
-      readStdin: () => new TextEncoder().encode(stdin),
-      writeStdout: (text) => (stdout += text),
-    });
+    if (opensNetns && netnsFd !== undefined) {
+      setNetnsAlias(netns, `/proc/self/fd/${netnsFd}`);
+      hidden = true;
+    }
+    let exitCode: number;
+    try {
+      exitCode = await runPlugin({
+        getEnv: (name) => Object.hasOwn(env, name) ? env[name] : undefined,
+        readStdin: () => new TextEncoder().encode(stdin),
+        writeStdout: (text) => (stdout += text),
+      });
+    } finally {
+      clearNetnsAlias();
+      hidden = false;
+    }
     self.postMessage({ type: "done", id, exitCode, stdout } satisfies CniJobDone);
   };
+}
+
+/**
+ * An ADD's reservation request, marked as one whose pod netns the daemon cannot see
+ * (`netnsHidden`); other requests unchanged.
+ */
+function markNetnsHidden(body: string): string {
+  try {
+    const req = JSON.parse(body);
+    if (req && typeof req === "object" && req.op === "add") {
+      return JSON.stringify({ ...req, netnsHidden: true });
+    }
+  } catch { /* not JSON: the daemon refuses it as it is */ }
+  return body;
 }
 
 /** The name the daemon gives its CNI workers. */

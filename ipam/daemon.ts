@@ -4,7 +4,7 @@
  * loopback introspection and run the warm loop and the leaked-ENI collector.
  *
  * Files the daemon writes (see README): `<stateDir>/ipam-checkpoint.json` (+ its temp
- * `.ipam-checkpoint.json.tmp`), `<stateDir>/ipam.lock`, and the socket at `socketPath`.
+ * `.ipam-checkpoint.json.tmp`), `<stateDir>/ipam.lock`, the socket at `socketPath` and the netns socket beside it
  *
  * @module
  */
@@ -18,6 +18,7 @@ import { PoolManager } from "./pools.ts";
 import { type NodeFacts, resolvePools } from "./pool_resolution.ts";
 import { loadCheckpoint, reconcile, type ReconcileReport } from "./reconcile.ts";
 import { answerRaw, serveUnixApi } from "./api.ts";
+import { netnsSocketPath } from "./netns_fds.ts";
 import { CniService } from "./cni_service.ts";
 import { HostPreparer } from "./host_prep.ts";
 import { LeakedEniCollector, trackMutations } from "./ec2_sync.ts";
@@ -31,8 +32,9 @@ import { attachedEnisFromImds, changeMarker, startLimits } from "./imds_start.ts
 import { collectGarbage as collectProcessGarbage } from "./memory.ts";
 import { claimStateDir, LOCK_FILE, type StateDirClaim } from "./state_dir.ts";
 import { checkSocketPath } from "./unix_socket.ts";
-import { EgressKeeper } from "./egress/keeper.ts";
+import { EGRESS_LINK_WAIT_MS, EgressKeeper } from "./egress/keeper.ts";
 import { type KubeletLink, startKubeletLinkIfEnabled } from "./kubelet/enable.ts";
+import { goneReleaser } from "./gone_pods.ts";
 
 export { LOCK_FILE };
 
@@ -87,7 +89,7 @@ export async function startDaemon(
   try {
     await checkSocketPath(cfg.socketPath);
     const c = typeof cloud === "function" ? await cloud() : cloud;
-    return await startLocked(cfg, c, claim, now, o.kernel ?? hostKernelView(), o);
+    return await startLocked(cfg, c, claim, now, o.kernel ?? hostKernelView(cfg.nodeNetns), o);
   } catch (e) {
     await claim.undo();
     throw e;
@@ -137,11 +139,25 @@ async function startLocked(
     nodeEniMacs: facts.node.enis.map((e) => e.mac),
     save: () => writer.save(),
     poolsOfPod: (ns, name) => linked.kubelet?.poolsOfPod(ns, name) ?? Promise.resolve(undefined),
+    podsBlocked: () => linked.kubelet?.podsBlocked(),
   });
   await writer.save(); // the reconciled state is the new truth
+  const gone = o.headless ? undefined : goneReleaser({
+    pools,
+    kernel,
+    socketPath: cfg.socketPath,
+    now,
+    count: (reason, pool) => metrics.releasedGone.inc({ reason, pool }),
+  });
+  // DELs that ran while the daemon was down are released before anything is served.
+  await gone?.releaseRecorded().catch((e) =>
+    log.warn("DEL records not processed at start (the loop retries): {error}", { error: String(e) })
+  );
   const egress = startEgress(cfg, facts, state, o);
+  // A new ENI's marks follow as soon as its link is on the node, not at the next IMDS check.
+  if (egress) pools.growth.grew.listen(() => void egress.settle(EGRESS_LINK_WAIT_MS));
   const life = { ready: false, stopping: false };
-  const serving = await startServing(cfg, pools, state, life, o);
+  const serving = await startServing(cfg, pools, state, life, o, egress);
   linked.kubelet = serving.kubelet;
   const loop = runDaemonLoop({
     cfg,
@@ -153,6 +169,8 @@ async function startLocked(
     save: () => writer.save(),
     syncHosts: serving.syncHosts,
     syncEgress: egress && (() => egress.sync()),
+    releaseGone: gone && (() => gone.releaseAll()),
+    updateEgress: egress && (async (ms) => (await egress.settle(ms)).waiting),
     // A full collection is process-wide: many node cores in one process must not each ask.
     collectGarbage: o.headless ? () => false : collectProcessGarbage,
     imdsSettleMs: o.imdsSettleMs ?? IMDS_SETTLE_MS,
@@ -195,10 +213,11 @@ async function startServing(
   state: NodeState,
   life: { ready: boolean },
   o: StartOptions,
+  egress: EgressKeeper | undefined,
 ): Promise<Serving> {
   // A headless core (a fleet simulation) has no kubelet, no datapath and no servers.
   const kubelet = o.headless ? undefined : await startKubeletLinkIfEnabled(pools, cfg);
-  const cni = startCniService(cfg, pools, o);
+  const cni = startCniService(cfg, pools, o, egress);
   const syncHosts = hostSync(cfg, cni, state);
   pools.growth.grew.listen(syncHosts);
   syncHosts();
@@ -207,6 +226,7 @@ async function startServing(
     ? NO_SERVER
     : serveIntrospection(cfg.listen, cfg, pools.view, () => life.ready, {
       devicePlugin: () => kubelet?.view(),
+      podsBlocked: () => kubelet?.podsBlocked(),
     });
   return { kubelet, cni, syncHosts, api, introspection };
 }
@@ -244,6 +264,7 @@ function stopper(
         })
       );
       await Deno.remove(cfg.socketPath).catch(() => {});
+      await Deno.remove(netnsSocketPath(cfg.socketPath)).catch(() => {});
       claim.release();
       rawCloud.close?.();
       resolveFinished();
@@ -352,15 +373,24 @@ function startEgress(
   return egress;
 }
 
-/** The CNI service, its first worker started now so the first ADD does not wait for it. */
+/**
+ * The CNI service, its first worker started now so the first ADD does not wait for it. A pod
+ * is wired only once its ENI has its egress marks: the reservation's answer waits for them.
+ */
 function startCniService(
   cfg: DaemonConfig,
   pools: PoolManager,
   o: StartOptions,
+  egress: EgressKeeper | undefined,
 ): CniService | undefined {
   if (o.headless) return undefined;
+  const answer = async (body: string) => {
+    const r = await answerRaw(pools, body);
+    if (r.ok && "allocation" in r) await egress?.marksFor(r.allocation.eni.id);
+    return r;
+  };
   // cniWorkerIdleSeconds 0: the first CNI worker starts now and stays, so no pod waits for it.
-  return new CniService((body) => answerRaw(pools, body), {
+  return new CniService(answer, {
     warm: cfg.cniWorkerIdleSeconds === 0,
     idleMs: (cfg.cniWorkerIdleSeconds || 60) * 1000,
     netns: cfg.nodeNetns,

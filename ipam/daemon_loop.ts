@@ -1,8 +1,10 @@
 /**
  * The daemon's periodic loop, every `reconcileIntervalSeconds` until it is stopped: let go of
- * routed-unknown addresses whose pods are gone, a warm-loop step (ipam/warm_loop.ts), each
- * ENI's host side, then on their own periods the comparison with IMDS and the full EC2
- * re-sync with the leaked-ENI collector. A step that fails is logged and the loop goes on.
+ * routed-unknown addresses whose pods are gone and of reservations whose DEL the daemon did
+ * not hear (ipam/gone_pods.ts), a warm-loop step (ipam/warm_loop.ts), each ENI's host side and
+ * egress marks (the daemon is ready once the growth its first pass started has ended and every
+ * ENI has them), then on their own periods the comparison with IMDS and the full EC2 re-sync
+ * with the leaked-ENI collector. A step that fails is logged and the loop goes on.
  *
  * @module
  */
@@ -13,6 +15,7 @@ import { type LeakedEniCollector, resyncWithEc2, type TrackedCloud } from "./ec2
 import { imdsDisagreements } from "./imds_check.ts";
 import type { SubnetCache } from "./subnet_cache.ts";
 import { log } from "./log.ts";
+import { EGRESS_LINK_WAIT_MS } from "./egress/keeper.ts";
 
 /** What the loop works with. */
 export interface DaemonLoopParts {
@@ -28,6 +31,13 @@ export interface DaemonLoopParts {
   syncHosts: () => void;
   /** Re-applies the egress ruleset (absent in a headless core). */
   syncEgress?: () => void;
+  /** Releases reservations of pods gone without a DEL the daemon heard (ipam/gone_pods.ts). */
+  releaseGone?: () => Promise<unknown>;
+  /**
+   * Brings the egress ruleset up to the pools' ENIs if they changed, waiting up to `waitMs`
+   * for links not on the node yet; the ids of ENIs whose marks still wait for their link.
+   */
+  updateEgress?: (waitMs: number) => Promise<string[]>;
   /** A full garbage collection, where the process allows one. */
   collectGarbage: () => unknown;
   /** How long IMDS may lag a mutating call. */
@@ -52,14 +62,30 @@ export async function runDaemonLoop(p: DaemonLoopParts): Promise<void> {
         p.random() * cfg.startJitterSeconds);
   let lastImdsCheck = now();
   let ready = false;
+  let heldFor = ""; // the ENIs readiness last waited for, logged once
   while (!p.stopping()) {
     try {
       await releaseUnrouted(p);
+      await p.releaseGone?.();
       await p.pools.tick();
+      // The ENIs the start's growth attaches are the node's from the start: ready comes after.
+      if (!ready) await p.pools.growth.runsEnded();
       p.syncHosts();
-      if (!ready) p.collectGarbage(); // start-up garbage (SDK set-up, first answers) goes now
-      if (!ready) p.onReady();
-      ready = true;
+      // Ready only once every ENI's connection marks are in place: a connection that enters
+      // by an ENI without them is answered by the wrong one.
+      const unmarked = await p.updateEgress?.(ready ? 0 : EGRESS_LINK_WAIT_MS) ?? [];
+      if (!ready && unmarked.length > 0) {
+        if (unmarked.join() !== heldFor) {
+          log.info("not ready yet: no link on the node for {enis}, whose egress marks wait", {
+            enis: unmarked.join(", "),
+          });
+        }
+        heldFor = unmarked.join();
+      } else if (!ready) {
+        p.collectGarbage(); // start-up garbage (SDK set-up, first answers) goes now
+        p.onReady();
+        ready = true;
+      }
       let ec2Due = now() >= nextEc2Sync;
       if (!ec2Due && now() - lastImdsCheck >= cfg.imdsCheckSeconds * 1000) {
         lastImdsCheck = now();

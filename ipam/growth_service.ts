@@ -144,6 +144,11 @@ export class GrowthService {
     };
   }
 
+  /** Resolves once every growth run in flight now has ended, grown or not (starts none). */
+  async runsEnded(): Promise<void> {
+    await Promise.allSettled([...this.#pools.values()].map((g) => g.growing));
+  }
+
   /** Whether an ADD may still hope for growth: not exhausted, a subnet with room to go to. */
   canGrow(pool: string): boolean {
     const g = this.#get(pool);

@@ -65,8 +65,10 @@ export function refreshMetrics(view: NodeView): void {
 
 /** Views of optional parts of the daemon; undefined while a part is off. */
 export interface IntrospectionExtras {
-  /** The device plugin: registration and each pool's advertised capacity. */
+  /** The device plugin: registration and each pool's advertised capacity, or why it is off. */
   devicePlugin?: () => unknown;
+  /** Why no pod can start although the daemon runs (then /readyz answers 503 with it). */
+  podsBlocked?: () => string | undefined;
 }
 
 /** Serves introspection on `listen` (loopback, checked by the config schema). */
@@ -84,8 +86,13 @@ export function serveIntrospection(
     switch (path) {
       case "/healthz":
         return new Response("ok\n");
-      case "/readyz":
-        return ready() ? new Response("ready\n") : new Response("starting\n", { status: 503 });
+      case "/readyz": {
+        if (!ready()) return new Response("starting\n", { status: 503 });
+        const blocked = extras.podsBlocked?.();
+        return blocked
+          ? new Response(`not ready: ${blocked}\n`, { status: 503 })
+          : new Response("ready\n");
+      }
       case "/v1/pools":
         return Response.json(poolsView(view));
       case "/v1/enis":
@@ -100,7 +107,7 @@ export function serveIntrospection(
         return Response.json(cfg);
       case "/v1/device-plugin": {
         const view = extras.devicePlugin?.();
-        return Response.json(view === undefined ? { enabled: false } : { enabled: true, ...view });
+        return Response.json(view ?? { enabled: false });
       }
       case "/metrics": {
         refreshMetrics(view);

@@ -13,16 +13,33 @@ import { listRoutes, listRules, MAIN_TABLE, NetlinkSocket } from "../netlink/mod
 import { RULE_PRIORITY_TO_POD } from "../cni/datapath/types.ts";
 import { log } from "./log.ts";
 
+/** What an allocation says of its pod's netns. */
+export interface PodNetns {
+  /** The runtime's `CNI_NETNS`. */
+  netns?: string;
+  /** The daemon's mount namespace did not reach `netns` at the ADD. */
+  netnsHidden?: boolean;
+}
+
 /** What the kernel can tell about the node's pods. */
 export interface KernelView {
-  /** true: the pod's netns exists; false: it is gone; undefined: cannot tell. */
-  podAlive(netns: string | undefined): Promise<boolean | undefined>;
+  /**
+   * true: the pod's netns exists; false: it is gone; undefined: cannot tell — always for a
+   * pod whose netns the daemon's mount namespace does not reach (`netnsHidden`: the plugin
+   * handed it over, ipam/netns_fds.ts), where a missing path says nothing about the pod.
+   */
+  podAlive(pod: PodNetns): Promise<boolean | undefined>;
   /**
    * Addresses the host routes to a running pod (the datapath's per-pod rule and host route),
    * or undefined when they cannot be read. Pods set up by another main plugin (vpcni as IPAM only) have
    * no such rule and are not seen here.
    */
   routedPodIps(): Promise<Set<string> | undefined>;
+  /**
+   * Addresses that still have the datapath's per-pod host rule, route or not (a pod whose DEL
+   * has not run yet), or undefined when the rules cannot be read.
+   */
+  ruledPodIps(): Promise<Set<string> | undefined>;
 }
 
 /**
@@ -32,9 +49,30 @@ export interface KernelView {
 export function hostKernelView(netnsPath?: string): KernelView {
   // A read that keeps failing the same way is logged once, not on every warm-loop step.
   let lastRoutesError: string | undefined;
+  const read = <T>(fn: (sock: NetlinkSocket) => T): T | undefined => {
+    let sock: NetlinkSocket | undefined;
+    try {
+      sock = netnsPath ? NetlinkSocket.openIn(netnsPath) : NetlinkSocket.open();
+      const out = fn(sock);
+      lastRoutesError = undefined;
+      return out;
+    } catch (e) {
+      const error = String(e);
+      if (error !== lastRoutesError) {
+        log.warn("cannot read the routes and rules to pods from the kernel: {error}", {
+          netns: netnsPath ?? "(the daemon's own)",
+          error,
+        });
+      }
+      lastRoutesError = error;
+      return undefined;
+    } finally {
+      sock?.close();
+    }
+  };
   return {
-    async podAlive(netns) {
-      if (!netns) return undefined;
+    async podAlive({ netns, netnsHidden }) {
+      if (!netns || netnsHidden) return undefined;
       try {
         await Deno.stat(netns);
         return true;
@@ -48,37 +86,28 @@ export function hostKernelView(netnsPath?: string): KernelView {
       }
     },
     routedPodIps() {
-      let sock: NetlinkSocket | undefined;
-      try {
-        sock = netnsPath ? NetlinkSocket.openIn(netnsPath) : NetlinkSocket.open();
+      return Promise.resolve(read((sock) => {
         const viaLink = new Set(
           listRoutes(sock, { table: MAIN_TABLE, family: 4 })
             .filter((r) => r.dst.endsWith("/32") && r.dev !== undefined && !r.gateway)
             .filter((r) => r.type === undefined || r.type === "unicast")
             .map((r) => r.dst.slice(0, -3)),
         );
-        const ips = new Set<string>();
-        for (const r of listRules(sock, 4)) {
-          if (r.priority !== RULE_PRIORITY_TO_POD || r.src || !r.dst?.endsWith("/32")) continue;
-          if (r.table !== MAIN_TABLE) continue;
-          const ip = r.dst.slice(0, -3);
-          if (viaLink.has(ip)) ips.add(ip);
-        }
-        lastRoutesError = undefined;
-        return Promise.resolve(ips);
-      } catch (e) {
-        const error = String(e);
-        if (error !== lastRoutesError) {
-          log.warn("cannot read the routes and rules to pods from the kernel: {error}", {
-            netns: netnsPath ?? "(the daemon's own)",
-            error,
-          });
-        }
-        lastRoutesError = error;
-        return Promise.resolve(undefined);
-      } finally {
-        sock?.close();
-      }
+        return new Set([...ruled(sock)].filter((ip) => viaLink.has(ip)));
+      }));
+    },
+    ruledPodIps() {
+      return Promise.resolve(read(ruled));
     },
   };
+}
+
+/** Addresses with the datapath's `to <ip>/32 lookup main` rule at its fixed priority. */
+function ruled(sock: NetlinkSocket): Set<string> {
+  const ips = new Set<string>();
+  for (const r of listRules(sock, 4)) {
+    if (r.priority !== RULE_PRIORITY_TO_POD || r.src || !r.dst?.endsWith("/32")) continue;
+    if (r.table === MAIN_TABLE) ips.add(r.dst.slice(0, -3));
+  }
+  return ips;
 }

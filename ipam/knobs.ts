@@ -142,7 +142,7 @@ export const KNOBS: KnobDoc[] = [
     def: "auto",
     env: "VPCNI_DEVICE_PLUGIN",
     doc:
-      "auto | on | off: advertise each pool's room to the kubelet as `vpcni.io/<pool>` (auto: when devicePluginDir exists)",
+      "auto | on | off: advertise each pool's room to the kubelet as `vpcni.io/<pool>` (auto: once a kubelet answers on devicePluginDir/kubelet.sock)",
   },
   {
     knob: "devicePluginDir",

@@ -16,6 +16,7 @@ export interface DaemonMetrics {
   exhaustedTotal: Counter<"pool" | "reason">;
   adds: Counter<"pool" | "result">;
   dels: Counter<"pool">;
+  releasedGone: Counter<"pool" | "reason">;
   addWait: Histogram<"pool">;
   ec2Calls: Counter<"action">;
   ec2Errors: Counter<"action" | "code">;
@@ -67,6 +68,11 @@ export const METRIC_DOCS: readonly MetricDoc[] = [
     doc: "ADDs; result = fast | waited | duplicate | no_ip",
   },
   { name: "vpcni_ipam_dels_total", labels: ["pool"], doc: "DELs that released an address" },
+  {
+    name: "vpcni_ipam_released_gone_total",
+    labels: ["pool", "reason"],
+    doc: "reservations freed without a DEL; reason = del-while-down | pod-gone",
+  },
   {
     name: "vpcni_ipam_add_wait_seconds",
     labels: ["pool"],
@@ -156,6 +162,12 @@ export function createMetrics(): DaemonMetrics {
       name: "vpcni_ipam_dels_total",
       help: "DELs that released an address",
       labelNames: ["pool"],
+      registers: r,
+    }),
+    releasedGone: new Counter({
+      name: "vpcni_ipam_released_gone_total",
+      help: "reservations released whose DEL did not reach the daemon, by reason",
+      labelNames: ["pool", "reason"],
       registers: r,
     }),
     addWait: new Histogram({

@@ -23,6 +23,7 @@ import type { KernelView } from "./kernel_view.ts";
 export const NO_KERNEL: KernelView = {
   podAlive: () => Promise.resolve(undefined),
   routedPodIps: () => Promise.resolve(undefined),
+  ruledPodIps: () => Promise.resolve(undefined),
 };
 
 /** Options of {@linkcode startNodeCore}. */

@@ -46,6 +46,11 @@ export interface PoolManagerOptions {
    * (ipam/kubelet/); absent (or an undefined answer) leaves the choice to annotations.
    */
   poolsOfPod?: (namespace: string, name: string) => Promise<string[] | undefined>;
+  /**
+   * Why no pod can start now although the pools could serve it (the kubelet link's: its
+   * pod-resources API must be asked and does not answer); STATUS reports it.
+   */
+  podsBlocked?: () => string | undefined;
 }
 
 /** Serves the protocol's operations over the pools. */
@@ -207,6 +212,7 @@ export class PoolManager {
           podName: req.podName,
           podUid: req.podUid,
           netns: req.netns,
+          ...(req.netnsHidden ? { netnsHidden: true } : {}),
         });
         if (rec) {
           // Holding an address now: no longer one growth must find an address for, even
@@ -292,6 +298,11 @@ export class PoolManager {
     return a ? [this.podAllocation(a)] : [];
   }
 
+  /** Whether an ADD of the attachment is being served now. */
+  busy(key: string): boolean {
+    return this.#inflight.has(key);
+  }
+
   /** CHECK: the attachment's allocation, if it holds one. */
   check(key: string): PodAllocation | undefined {
     const a = this.allocator.allocation(key);
@@ -366,12 +377,15 @@ export class PoolManager {
    * daemon started answers code 50 while it can still grow: the runtime then reports the
    * network not ready, so the node takes no pod before it has an address to give (a fleet
    * started at once would otherwise fail its first pods' ADDs while EC2 throttles the
-   * account). Once the pool has held an address, STATUS no longer waits on growth.
+   * account). Once the pool has held an address, STATUS no longer waits on growth. While
+   * the kubelet link says no pod can start (`podsBlocked`), STATUS answers code 50 too.
    */
   status(poolName?: string): IpamResponse {
     const rt = this.pools.get(poolName ?? defaultPoolName(this.growth.ctx.cfg));
     if (!rt) return { ok: false, code: 7, msg: `no pool named "${poolName}"` };
     const name = rt.cfg.name;
+    const blocked = this.#o.podsBlocked?.();
+    if (blocked) return { ok: false, code: ErrorCode.PLUGIN_NOT_AVAILABLE, msg: blocked };
     const s = this.allocator.stats(name);
     if (!this.#hadAddresses.has(name)) {
       const keepsWarm = this.warm.need(name).wantFree > 0 || rt.cfg.minimumIps > 0;

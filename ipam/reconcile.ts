@@ -145,7 +145,7 @@ export async function reconcile(o: {
     const key = attachmentKey(rec);
     state.allocations.set(key, rec);
     state.holder.set(rec.ip, key);
-    if (await o.kernel.podAlive(a.netns) === false) {
+    if (await o.kernel.podAlive(a) === false) {
       state.release(key, o.now, poolCooldown.get(owner.pool) ?? 30_000);
       orphansReleased++;
       log.info("pod {podNamespace}/{podName} ({containerId}) is gone; {ip} released", {

@@ -4,7 +4,7 @@
  * holds is handed out again, none EC2 took back is kept, none of a gone pod is leaked.
  */
 import assert from "node:assert/strict";
-import type { KernelView } from "./kernel_view.ts";
+import { hostKernelView, type KernelView } from "./kernel_view.ts";
 import type { IpamResponse } from "../proto/ipam.ts";
 import { addOf, keyOf, MemoryCloud, memoryNode } from "../tests/helpers/memory_cloud.ts";
 
@@ -18,8 +18,9 @@ function ipOf(r: IpamResponse): string {
 /** A kernel where the pods named in `gone` have no netns any more, and `routed` are routed. */
 function kernel(gone: string[], routed?: string[]): KernelView {
   return {
-    podAlive: (netns) => Promise.resolve(!gone.some((p) => netns === `/run/netns/${p}`)),
+    podAlive: ({ netns }) => Promise.resolve(!gone.some((p) => netns === `/run/netns/${p}`)),
     routedPodIps: () => Promise.resolve(routed && new Set(routed)),
+    ruledPodIps: () => Promise.resolve(routed && new Set(routed)),
   };
 }
 
@@ -73,4 +74,31 @@ Deno.test("reconcile without a checkpoint: addresses the host routes to pods sta
   assert.deepEqual(after.pools.view.routedUnknown(), [b]);
   assert.deepEqual(after.pools.view.cooldowns().map((c) => c.ip), [a]);
   assert.deepEqual(after.disk()!.routedUnknown, [b], "the checkpoint still holds b");
+});
+
+Deno.test("reconcile: a pod whose netns the daemon could not see keeps its address, though stat fails", async () => {
+  const cloud = new MemoryCloud({ maxEnis: 3, ipv4PerEni: 5 });
+  const before = await memoryNode(cloud, { config: POOLS });
+  // Neither pod's netns path exists in the daemon's mount namespace. One was handed over by
+  // the plugin (netnsHidden): a missing path says nothing about that pod.
+  const hidden = ipOf(await before.pools.add({ ...addOf("h"), netnsHidden: true }));
+  ipOf(await before.pools.add(addOf("g")));
+  const checkpoint = before.disk()!;
+  assert.equal(
+    checkpoint.allocations.find((a) => a.containerId === "c-h")?.netnsHidden,
+    true,
+    "the checkpoint records that the daemon could not see the netns",
+  );
+  const after = await memoryNode(cloud, {
+    config: POOLS,
+    checkpoint,
+    kernel: hostKernelView(),
+    now: before.clock.now + 1_000,
+  });
+  assert.equal(after.pools.check(keyOf("h"))?.ip, hidden, "the live pod keeps its address");
+  assert.equal(after.pools.check(keyOf("g")), undefined, "a pod whose netns is gone is freed");
+  assert.deepEqual(
+    { kept: after.report.kept, orphans: after.report.orphansReleased },
+    { kept: 1, orphans: 1 },
+  );
 });

@@ -13,6 +13,7 @@ import { CLONE_NEWNET, cString, errno, libc, O_CLOEXEC, O_RDONLY } from "../base
 import { lastError } from "./errors.ts";
 import { OwnedFd } from "./owned_fd.ts";
 import { checkNetnsPath } from "./validate.ts";
+import { netnsOpenPath } from "../base/netns_alias.ts";
 
 /** The thread's own netns, opened once; the bottom of the stack below. */
 let homeFd: number | undefined;
@@ -20,7 +21,7 @@ let homeFd: number | undefined;
 const entered: number[] = [];
 
 function openNetnsFd(path: string): number {
-  const fd = libc().open(cString(path), O_RDONLY | O_CLOEXEC, 0);
+  const fd = libc().open(cString(netnsOpenPath(path)), O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) throw lastError("open netns", path);
   return fd;
 }
@@ -88,7 +89,7 @@ export function moveThreadToNetns(path: string): void {
 /** True when `path` names an existing file (a netns bind mount or /proc/<pid>/ns/net). */
 export function netnsExists(path: string): boolean {
   try {
-    return !Deno.statSync(path).isDirectory;
+    return !Deno.statSync(netnsOpenPath(path)).isDirectory;
   } catch {
     return false;
   }

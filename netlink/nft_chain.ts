@@ -57,7 +57,7 @@ function checkChain(c: NftChainSpec): void {
   checkNftName(c.table, "chain table");
   checkNftName(c.name, "chain");
   if (c.hook) {
-    if (!(c.hook.hook in NF_INET_HOOK)) {
+    if (!Object.hasOwn(NF_INET_HOOK, c.hook.hook)) {
       throw new InvalidInputError(`chain ${c.name}: unknown hook "${c.hook.hook}"`);
     }
     if (!["filter", "nat", "route"].includes(c.hook.type)) {

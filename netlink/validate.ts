@@ -5,6 +5,7 @@
  */
 
 import { InvalidInputError } from "./errors.ts";
+import { netnsOpenPath } from "../base/netns_alias.ts";
 
 const encoder = new TextEncoder();
 
@@ -60,7 +61,7 @@ export function checkNetnsPath(path: unknown): string {
   }
   let info: Deno.FileInfo;
   try {
-    info = Deno.statSync(path);
+    info = Deno.statSync(netnsOpenPath(path));
   } catch {
     throw new InvalidInputError(`netns path ${path} does not exist`);
   }

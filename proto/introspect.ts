@@ -62,6 +62,8 @@ export const allocationViewSchema = z.object({
   eniId: z.string(),
   pool: z.string(),
   netns: z.string().optional(),
+  /** The daemon's mount namespace does not reach `netns` (ipam/checkpoint.ts). */
+  netnsHidden: z.boolean().optional(),
   podNamespace: z.string().optional(),
   podName: z.string().optional(),
   time: z.number().optional(),

@@ -77,6 +77,12 @@ export interface IpamAddRequest extends AttachmentKey {
    * the daemon's `addTimeoutSeconds` alone bounds the wait then.
    */
   waitMs?: number;
+  /**
+   * The daemon's mount namespace does not reach `netns` (the plugin handed the netns over):
+   * the daemon cannot tell from it whether the pod is alive, and never frees the address on
+   * that ground.
+   */
+  netnsHidden?: boolean;
 }
 
 /** DEL: release the reservation of an attachment; unknown attachments are a success. */
@@ -130,6 +136,12 @@ export interface CniRunRequest {
   env: Record<string, string>;
   /** stdin, as text (the plugin refuses more than 1 MiB before forwarding). */
   stdin: string;
+  /**
+   * The token the daemon's netns socket answered for the pod netns the plugin handed over
+   * (ipam/netns_fds.ts): the verb runs on that open netns, as the daemon's mount namespace
+   * does not reach `CNI_NETNS`. Sent only after an answer with `needNetnsFd`.
+   */
+  netnsFd?: string;
 }
 
 /** Any request the daemon accepts. */
@@ -232,6 +244,12 @@ export interface IpamErrorResponse {
   code: number;
   msg: string;
   details?: string;
+  /**
+   * On a `cni` request: the daemon's mount namespace does not reach `CNI_NETNS`. A plugin of
+   * this release hands the netns over (cni/netns_fd_send.ts) and sends the invocation again
+   * with `netnsFd`; an older one prints `code` and `msg`, which say so.
+   */
+  needNetnsFd?: boolean;
 }
 
 /** Answer to `cni`: what the plugin prints on stdout and its exit code. */

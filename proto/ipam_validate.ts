@@ -93,6 +93,7 @@ const requestParsers: { [Op in IpamRequest["op"]]: Parser<Extract<IpamRequest, {
     podUid: optional(str()),
     annotations: optional(record(str())),
     waitMs: optional(num({ int: true, min: 1, max: 3_600_000 })),
+    netnsHidden: optional(bool),
   }),
   del: obj({
     version: (): typeof IPAM_PROTOCOL_VERSION => IPAM_PROTOCOL_VERSION,
@@ -126,6 +127,7 @@ const requestParsers: { [Op in IpamRequest["op"]]: Parser<Extract<IpamRequest, {
     op: () => "cni" as const,
     env: record(str()),
     stdin: str(),
+    netnsFd: optional(str({ pattern: /^[0-9a-f]{32}$/, hint: "a token of the netns socket" })),
   }),
 };
 
@@ -165,11 +167,11 @@ export function parseIpamRequest(body: string): IpamRequest | IpamErrorResponse 
       msg: "bad IPAM request: (body): not an object",
     };
   }
-  const op = typeof o.op === "string" && o.op in requestParsers
+  const op = typeof o.op === "string" && Object.hasOwn(requestParsers, o.op)
     ? o.op as IpamRequest["op"]
     : undefined;
   if (
-    "version" in o &&
+    Object.hasOwn(o, "version") &&
     !(op ? o.version === OP_VERSION[op] : SPOKEN_PROTOCOL_VERSIONS.includes(o.version as number))
   ) {
     return {

@@ -31,3 +31,13 @@ Deno.test("the daemon reads each request in the version it belongs to", () => {
   const notJson = parseIpamRequest("not json");
   assert.ok("ok" in notJson && notJson.code === 6 && /not JSON/.test(notJson.msg));
 });
+
+Deno.test("an op named after an Object.prototype member is an unknown op (code 6)", () => {
+  for (const op of ["constructor", "toString", "hasOwnProperty", "__proto__", "valueOf"]) {
+    for (const body of [{ version: 1, op }, { op }]) {
+      const r = refusal(body);
+      assert.equal(r.code, 6, `${JSON.stringify(body)}: ${r.msg}`);
+      assert.match(r.msg, /op: expected one of add, del/);
+    }
+  }
+});

@@ -103,9 +103,8 @@ export function plainObject(v: unknown, path: string): Record<string, unknown> {
 export function record<T>(value: Parser<T>): Parser<Record<string, T>> {
   return (v, path) => {
     const o = plainObject(v, path);
-    const out: Record<string, T> = {};
-    for (const [k, x] of Object.entries(o)) out[k] = value(x, joinPath(path, k));
-    return out;
+    // fromEntries defines own properties: a key named "__proto__" stays a key.
+    return Object.fromEntries(Object.entries(o).map(([k, x]) => [k, value(x, joinPath(path, k))]));
   };
 }
 
@@ -140,7 +139,8 @@ export function obj<S extends Shape>(
     const o = plainObject(v, path);
     if (opts.unknown === "reject") {
       for (const k of Object.keys(o)) {
-        if (!(k in shape)) {
+        // Own keys only: `in` would take "constructor" or "__proto__" for a known field.
+        if (!Object.hasOwn(shape, k)) {
           throw new CniError(
             ErrorCode.UNSUPPORTED_FIELD,
             `unsupported field ${joinPath(path, k)}=${JSON.stringify(o[k])}`,
@@ -150,7 +150,9 @@ export function obj<S extends Shape>(
       }
     }
     const out: Record<string, unknown> = {};
-    for (const [k, p] of Object.entries(shape)) out[k] = p(o[k], joinPath(path, k));
+    for (const [k, p] of Object.entries(shape)) {
+      out[k] = p(Object.hasOwn(o, k) ? o[k] : undefined, joinPath(path, k));
+    }
     return out as ShapeResult<S>;
   };
 }

@@ -116,7 +116,7 @@ export class ImdsHandler {
       "network/interfaces": () => "macs/",
       "network/interfaces/macs": () => visible().map((e) => `${e.mac}/`).join("\n"),
     };
-    if (rel in top) return top[rel]();
+    if (Object.hasOwn(top, rel)) return top[rel]();
     const m = /^network\/interfaces\/macs\/([0-9a-f:]{17})(?:\/(.*))?$/.exec(rel);
     if (!m) return undefined;
     const eni = visible().find((e) => e.mac === m[1]);

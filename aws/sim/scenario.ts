@@ -324,7 +324,7 @@ function checkReferences(s: Scenario): { path: PathKey[]; message: string }[] {
         });
       }
     });
-    if (!extraTypes.has(inst.type) && !(inst.type in LIMITS_TABLE)) {
+    if (!extraTypes.has(inst.type) && !Object.hasOwn(LIMITS_TABLE, inst.type)) {
       out.push({
         path: ["instances", i, "type"],
         message: `unknown instance type ${inst.type} (add it under instanceTypes)`,

@@ -14,6 +14,7 @@ import {
   parseIpv4Cidr,
 } from "../../base/ipv4.ts";
 import { DatapathInputError } from "./errors.ts";
+import { netnsOpenPath } from "../../base/netns_alias.ts";
 
 /**
  * The node-side namespaces no pod may be: the calling thread's (where the host side is
@@ -38,7 +39,7 @@ function nsIdentity(path: string): string | undefined {
  * and a bind mount of it all count.
  */
 export function isOwnNetns(netns: string): boolean {
-  const other = nsIdentity(netns);
+  const other = nsIdentity(netnsOpenPath(netns));
   if (other === undefined) return false;
   return NODE_NETNS.some((p) => nsIdentity(p) === other);
 }

@@ -14,9 +14,9 @@ import { DEVICE_PLUGIN, REGISTRATION } from "./services.ts";
 import { type Device, DEVICE_PLUGIN_API_VERSION, HEALTHY } from "./messages.ts";
 import { resourceName } from "./pod_resources.ts";
 import { log } from "../log.ts";
+import { KUBELET_SOCKET, kubeletAnswers, kubeletSocketPath } from "./kubelet_socket.ts";
 
-/** The kubelet's registration socket's name inside the device-plugin directory. */
-export const KUBELET_SOCKET = "kubelet.sock";
+export { KUBELET_SOCKET };
 
 /** The socket file name of a pool's endpoint. */
 export function endpointName(pool: string): string {
@@ -35,7 +35,10 @@ interface PoolEndpoint {
 
 /** The state of the registration, for introspection. */
 export interface RegistrationView {
-  /** True once the kubelet accepted every pool's registration (and since its last restart). */
+  /**
+   * True once the kubelet accepted every pool's registration (and since its last restart),
+   * while it still answers on its socket (looked at every second).
+   */
   registered: boolean;
   /** Registrations made since start (the first, plus one per kubelet restart). */
   registrations: number;
@@ -124,13 +127,18 @@ export class DevicePlugin {
   }
 
   async #reconcile(): Promise<void> {
-    const ino = await inode(`${this.dir}/${KUBELET_SOCKET}`);
-    if (ino === undefined) {
-      if (this.#registered) {
-        log.warn("kubelet socket {dir}/kubelet.sock is gone", { dir: this.dir });
-      }
+    const socket = kubeletSocketPath(this.dir);
+    const ino = await inode(socket);
+    // A socket file a kubelet that is gone left behind is no kubelet: nothing is served or
+    // registered there, and a registration made with it no longer counts.
+    if (ino === undefined || !(await kubeletAnswers(socket))) {
+      const why = ino === undefined
+        ? `no kubelet socket ${socket}`
+        : `no kubelet answers on ${socket}`;
+      if (this.#registered) log.warn("the kubelet went away: {why}", { why });
       this.#registered = false;
       this.#kubeletIno = undefined;
+      this.#lastError = why;
       return;
     }
     let missing = false;

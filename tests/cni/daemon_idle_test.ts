@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { CniService } from "../../ipam/cni_service.ts";
-import { CNI_PROTOCOL_VERSION } from "../../proto/ipam.ts";
+import { CNI_PROTOCOL_VERSION, type CniRunRequest, type CniRunResponse } from "../../proto/ipam.ts";
 
 const VERSION_JOB = {
   version: CNI_PROTOCOL_VERSION,
@@ -16,6 +16,13 @@ const VERSION_JOB = {
 };
 
 const refuse = () => Promise.resolve({ ok: false as const, code: 4, msg: "not here" });
+
+/** Runs `job`; an answer other than what the plugin printed fails the test. */
+async function ran(cni: CniService, job: CniRunRequest): Promise<CniRunResponse> {
+  const r = await cni.run(job);
+  assert.ok(r.ok, JSON.stringify(r));
+  return r;
+}
 
 /** Waits until `cond` holds; fails after a generous bound (this only guards against a hang). */
 async function until(cond: () => boolean, what: string): Promise<void> {
@@ -30,12 +37,12 @@ Deno.test("an idle worker is stopped, and the next invocation starts one and is 
   const cni = new CniService(refuse, { idleMs: 200 });
   try {
     assert.equal(cni.workers, 0, "no worker before the first invocation");
-    const first = await cni.run(VERSION_JOB);
+    const first = await ran(cni, VERSION_JOB);
     assert.equal(first.exitCode, 0, first.stdout);
     assert.equal(JSON.parse(first.stdout).cniVersion, "1.0.0");
     assert.equal(cni.workers, 1);
     await until(() => cni.workers === 0, "the idle worker's stop");
-    const again = await cni.run(VERSION_JOB);
+    const again = await ran(cni, VERSION_JOB);
     assert.equal(again.exitCode, 0, again.stdout);
     assert.deepEqual(JSON.parse(again.stdout), JSON.parse(first.stdout));
     assert.equal(cni.workers, 1);
@@ -48,7 +55,7 @@ Deno.test("a warm service starts its first worker at once and keeps it through i
   const cni = new CniService(refuse, { idleMs: 100, warm: true });
   try {
     assert.equal(cni.workers, 1, "the first worker runs before any invocation");
-    const r = await cni.run(VERSION_JOB);
+    const r = await ran(cni, VERSION_JOB);
     assert.equal(r.exitCode, 0, r.stdout);
     await new Promise((r) => setTimeout(r, 1000));
     assert.equal(cni.workers, 1, "still running after ten idle times");

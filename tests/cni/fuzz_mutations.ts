@@ -59,8 +59,15 @@ function setField(path: string[], values: readonly unknown[]) {
       o = o[k] as Record<string, unknown>;
     }
     const v = pick(values);
-    if (v === undefined) delete o[path[path.length - 1]];
-    else o[path[path.length - 1]] = v;
+    const last = path[path.length - 1];
+    // Defined, not assigned: assigning "__proto__" would set the prototype, not a key.
+    if (v === undefined) delete o[last];
+    else {Object.defineProperty(o, last, {
+        value: v,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });}
   };
 }
 
@@ -266,7 +273,13 @@ export function invalidMutations(w: FuzzWorld): Mutation[] {
       verbs: ALL,
       roles: ["main"],
       codes: [2],
-      apply: setField(["bridge"], ["cni0", 1, {}]),
+      apply: (d, w, pick) =>
+        setField([pick(["bridge", "__proto__", "constructor", "toString", "hasOwnProperty"])], [
+          "cni0",
+          1,
+          {},
+          { isAdmin: true },
+        ])(d, w, pick),
     },
     {
       name: "runtimeConfig",

@@ -1,8 +1,9 @@
 /**
- * Interface names the kernel treats specially and oversized input, tried as a broken
- * runtime or an attacker would: each is the spec's error JSON with code 4 or 7 naming the
- * variable or field (and the bound), exit ≠ 0, no stack trace, and refused before any kernel
- * or daemon call — the node and pod are unchanged and the stand-in daemon hears nothing.
+ * Interface names the kernel treats specially, oversized input and top-level keys named after
+ * Object.prototype's members, tried as a broken runtime or an attacker would: each is the
+ * spec's error JSON with code 2, 4 or 7 naming the variable or field (and the bound), exit ≠ 0,
+ * no stack trace, and refused before any kernel or daemon call — the node and pod are
+ * unchanged and the stand-in daemon hears nothing.
  */
 import assert from "node:assert/strict";
 import { kernelState } from "../helpers/cni_kernel_state.ts";
@@ -26,7 +27,7 @@ const big = (n: number, c = "a") => c.repeat(n);
  * Interface names the kernel treats specially and oversized input: refused before any
  * kernel or daemon call (the stand-in daemon must not even hear of the request).
  */
-Deno.test("special interface names and oversized input: refused before the kernel or daemon", async (t) => {
+Deno.test("special interface names, prototype keys and oversized input: refused before the kernel or daemon", async (t) => {
   const testNode = await makeNode();
   const node = await withInstalledPlugin(testNode);
   const standin = startNodeStandin(node, {
@@ -67,6 +68,14 @@ Deno.test("special interface names and oversized input: refused before the kerne
         "\u0001eth",
       ].map(ifname),
       { ...ifname(""), msg: /CNI_IFNAME is required/ },
+      // Own keys of the parsed JSON, like any unknown field: not Object.prototype's members.
+      ...["__proto__", "constructor", "toString", "hasOwnProperty"].map((key) => ({
+        name: `a top-level ${key}`,
+        stdin: JSON.stringify(base).replace("{", `{"${key}":{"isAdmin":true},`),
+        code: 2,
+        msg: new RegExp(`^unsupported field ${key}=\\{"isAdmin":true\\}`),
+        verbs: ["ADD", "DEL", "CHECK"],
+      })),
       {
         name: "stdin over 1 MiB",
         stdin: { args: { pad: big(1024 * 1024) } },

@@ -38,6 +38,10 @@ const PLANTED = {
   secretBeforePeriod: secret40("Period2"),
   secretInParens: secret40("Paren3"),
   bareSessionToken: sessionToken("Bare"),
+  /** Cut short by a log line's width: too short for the length rule, known by its start. */
+  shortSessionToken: "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQDshortPlanted",
+  /** After a percent-escaped "=", in a URL-encoded body. */
+  encodedSessionToken: sessionToken("Enc"),
   akia: "AKIAIOSFODNN7EXAMPLE",
   asia: "ASIAY34FZKBOKMUTVV7A",
   sigV4Signature: "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7",
@@ -67,6 +71,8 @@ function pluginLog(): string {
     `rotated to ${p.secretBeforePeriod}.`,
     `old key (${p.secretInParens}) dropped`,
     `session ${p.bareSessionToken}`,
+    `refresh failed for ${p.shortSessionToken}`,
+    `POST body Action=GetCallerIdentity&SessionToken%3D${p.encodedSessionToken}`,
     `{"level":"info","accessKeyId":"${p.akia}","msg":"credentials from ${p.asia}"}`,
     `Authorization: AWS4-HMAC-SHA256 Credential=${p.sigV4KeyId}/20261201/us-east-1/ec2/aws4_request, SignedHeaders=host;x-amz-date, Signature=${p.sigV4Signature}`,
     `authorization: Bearer ${p.bearer}`,

@@ -16,6 +16,7 @@ import {
   type PodAllocation,
 } from "../../proto/ipam.ts";
 import { CniService } from "../../ipam/cni_service.ts";
+import { serveNetnsFdsFor } from "../../ipam/netns_fds.ts";
 
 /** How the stand-in is set up. */
 export interface StandinOptions {
@@ -44,6 +45,13 @@ export interface StandinOptions {
    * (`cni`, protocol 2) is refused with that release's words, code 1.
    */
   protocol1Only?: boolean;
+  /**
+   * Answer as a daemon of the release before the netns hand-over: where this one asks the
+   * plugin for a netns it cannot see, that one ran the verb and printed the plugin's refusal
+   * (the words of cni/netns_file.ts, code 4). A stand-in of that answer, as that release's
+   * daemon is not at hand.
+   */
+  beforeNetnsHandOver?: boolean;
   /** Called with each request before it is answered (tests look at the kernel then). */
   onRequest?: (req: IpamRequest) => void | Promise<void>;
 }
@@ -58,8 +66,13 @@ export interface IpamStandin {
   close(): Promise<void>;
 }
 
-/** Starts a stand-in daemon on `opts.socket`. */
-export function startIpamStandin(opts: StandinOptions): IpamStandin {
+/**
+ * Starts a stand-in daemon on `opts.socket`, with the daemon's netns socket beside it
+ * (ipam/netns_fds.ts) once `netnsFds` settles.
+ */
+export function startIpamStandin(
+  opts: StandinOptions,
+): IpamStandin & { netnsFds: Promise<unknown> } {
   const subnetCidr = opts.subnetCidr ?? "10.77.0.0/24";
   const gateway = opts.gateway ?? subnetCidr.replace(/\.\d+\/\d+$/, ".1");
   const eni: EniInfo = {
@@ -177,15 +190,34 @@ export function startIpamStandin(opts: StandinOptions): IpamStandin {
         msg: `IPAM protocol version ${req.version} is not spoken; this daemon speaks 1`,
       });
     }
-    if (req.op === "cni") return Response.json(await cni.run(req));
+    if (req.op === "cni") {
+      const answer = await cni.run(req);
+      if (opts.beforeNetnsHandOver && !answer.ok && answer.needNetnsFd) {
+        const netns = JSON.stringify(req.env.CNI_NETNS);
+        return Response.json({
+          ok: true,
+          version: req.version,
+          exitCode: 1,
+          stdout: JSON.stringify({
+            cniVersion: JSON.parse(req.stdin).cniVersion,
+            code: 4,
+            msg: `CNI_NETNS ${netns} is a regular file, not a network namespace`,
+          }),
+        });
+      }
+      return Response.json(answer);
+    }
     return Response.json(await reserve(req));
   });
 
+  const netnsFds = serveNetnsFdsFor(opts.socket, cni);
   return {
     reservations,
     requests,
+    netnsFds,
     async close() {
       cni.close();
+      await (await netnsFds)?.close();
       await server.shutdown();
       await Deno.remove(opts.socket).catch(() => {});
     },

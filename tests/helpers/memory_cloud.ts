@@ -299,6 +299,7 @@ export async function memoryNode(
   const kernel = o.kernel ?? {
     podAlive: () => Promise.resolve(true),
     routedPodIps: () => Promise.resolve(undefined),
+    ruledPodIps: () => Promise.resolve(undefined),
   };
   const { state, report } = await reconcile({
     cfg,

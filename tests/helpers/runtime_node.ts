@@ -9,6 +9,7 @@
  * @module
  */
 import { DemoNode } from "../../cli/demo_node.ts";
+import type { DemoKubelet } from "../../cli/demo_world.ts";
 import { type Checkpoint, readCheckpoint } from "../../ipam/checkpoint.ts";
 
 /** The CNI network name the conflist declares. */
@@ -23,18 +24,24 @@ export type RuntimeNode = DemoNode;
 /**
  * Starts the node (`<prefix>-node`, `<prefix>-vpc`) and its daemon, with the conflist at
  * cniVersion 1.0.0 (containerd 1.6's libcni knows results up to 1.0.0); throws with the
- * daemon's log when it does not become ready.
+ * daemon's log when it does not become ready. With `o.kubelet`, the daemon's device plugin is
+ * `auto` at that kubelet's paths (off otherwise); with `o.ownMountNamespace`, the daemon runs
+ * in a private mount namespace of its own, as in its DaemonSet container.
  */
-export async function startRuntimeNode(prefix: string): Promise<RuntimeNode> {
+export async function startRuntimeNode(
+  prefix: string,
+  o: { kubelet?: DemoKubelet; ownMountNamespace?: boolean } = {},
+): Promise<RuntimeNode> {
   const node = await DemoNode.start({
     datapath: "veth",
     instanceType: "m5.large",
     prefix,
     cniVersion: "1.0.0",
     hostVethPrefix: RUNTIME_HOST_VETH_PREFIX,
+    kubelet: o.kubelet,
   });
   try {
-    await node.startDaemon();
+    await node.startDaemon({ ownMountNamespace: o.ownMountNamespace });
     if (!(await node.waitReady(90_000))) {
       const log = await Deno.readTextFile(node.daemonLog).catch(() => "");
       throw new Error(`the vpcni daemon did not become ready; its log:\n${log.slice(-3000)}`);

@@ -275,3 +275,41 @@ Deno.test("bad checkpoint: serve refuses, naming file, fault and way out; moved 
     await Deno.remove(root, { recursive: true }).catch(() => {});
   }
 });
+
+Deno.test("a newer release's checkpoint: serve refuses, naming file, both versions and the ways out", async () => {
+  const sim = await startSim({ scenario: standardScenario() });
+  const root = await tempRoot();
+  const path = `${root}/state/${CHECKPOINT_FILE}`;
+  try {
+    // As a later release might write it: another version, a field this release does not know.
+    const newer = JSON.stringify({
+      version: 2,
+      instanceId: INSTANCE,
+      savedAt: Date.now(),
+      allocations: [],
+      cooldowns: [],
+      prefixDelegations: [],
+    });
+    await Deno.mkdir(`${root}/state`, { mode: 0o700 });
+    await Deno.writeTextFile(path, newer, { mode: 0o600 });
+    const port = randomPort();
+    const child = spawnDaemon(root, await writeChildConfig(root, sim, port, {}), port);
+    const code = (await child.child.status).code;
+    await child.stop();
+    const log = await Deno.readTextFile(`${root}/daemon.log`);
+    assert.equal(code, 1, log);
+    const said = log.split("\n").find((l) => l.startsWith("vpcni serve: ")) ?? "";
+    assert.ok(
+      said.includes(`checkpoint ${path} has schema version 2; this release reads version 1`),
+      said,
+    );
+    assert.match(said, /run the release that wrote it/);
+    assert.ok(said.includes(`mv ${path} ${path}.v2`), said);
+    assert.match(said, /drain the node/);
+    assert.equal(await Deno.readTextFile(path), newer, "the newer release's file is untouched");
+    assert.ok(!(await exists(`${root}/ipam.sock`)), "no socket");
+  } finally {
+    await sim.close();
+    await Deno.remove(root, { recursive: true }).catch(() => {});
+  }
+});

@@ -32,17 +32,15 @@ Deno.test({
   sanitizeResources: false,
 }, async () => {
   const kdir = await Deno.makeTempDir({ prefix: `${TAG}-kubelet-` });
-  // The node's daemon reads its device-plugin knobs from the environment it inherits.
-  const env = {
-    VPCNI_DEVICE_PLUGIN: "on",
-    VPCNI_DEVICE_PLUGIN_DIR: `${kdir}/var-lib/kubelet/device-plugins`,
-    VPCNI_POD_RESOURCES_SOCKET: `${kdir}/root/pod-resources/kubelet.sock`,
-    VPCNI_LOG_LEVEL: "debug",
-  };
-  for (const [k, v] of Object.entries(env)) Deno.env.set(k, v);
-  const node = await startRuntimeNode(TAG).finally(() => {
-    for (const k of Object.keys(env)) Deno.env.delete(k);
-  });
+  // The node's daemon starts before the kubelet (whose directory does not exist yet), with
+  // the device plugin `auto` at the kubelet's paths: it turns on once the kubelet answers.
+  Deno.env.set("VPCNI_LOG_LEVEL", "debug");
+  const node = await startRuntimeNode(TAG, {
+    kubelet: {
+      devicePluginDir: `${kdir}/var-lib/kubelet/device-plugins`,
+      podResourcesSocket: `${kdir}/root/pod-resources/kubelet.sock`,
+    },
+  }).finally(() => Deno.env.delete("VPCNI_LOG_LEVEL"));
   let containerd: Containerd | undefined;
   let kubelet: StandaloneKubelet | undefined;
   const problems: string[] = [];

@@ -14,8 +14,12 @@ Deno.test("kernel view: a pod netns that cannot be stat'ed is 'cannot tell', and
   try {
     await Deno.writeTextFile(`${dir}/file`, "");
     const view = hostKernelView();
-    assert.equal(await view.podAlive(`${dir}/gone`), false, "a missing netns is gone");
-    assert.equal(await view.podAlive(`${dir}/file/netns`), undefined, "ENOTDIR: cannot tell");
+    assert.equal(await view.podAlive({ netns: `${dir}/gone` }), false, "a missing netns is gone");
+    assert.equal(
+      await view.podAlive({ netns: `${dir}/file/netns` }),
+      undefined,
+      "ENOTDIR: cannot tell",
+    );
     const lines = capture.records().filter((r) => r.level === "WARN");
     assert.equal(lines.length, 1, JSON.stringify(lines));
     const props = lines[0].properties as Record<string, string>;

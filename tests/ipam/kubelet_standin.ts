@@ -27,6 +27,11 @@ export interface KubeletStandin {
   devices(resource: string): Device[] | undefined;
   /** Pods pod-resources reports. */
   pods: PodResources[];
+  /**
+   * While true, pod-resources takes each call and never answers it (a kubelet whose API is
+   * stuck; the caller's deadline ends the call).
+   */
+  podResourcesHangs: boolean;
   /** Stops both sockets, as a kubelet that exits does. */
   close(): Promise<void>;
 }
@@ -41,6 +46,7 @@ export async function startKubeletStandin(
   const st: KubeletStandin = {
     registrations,
     pods: [],
+    podResourcesHangs: false,
     devices(resource) {
       return registrations.findLast((r) => r.request.resourceName === resource)?.lists.at(-1);
     },
@@ -73,11 +79,14 @@ export async function startKubeletStandin(
   );
   servers.push(
     await serveUnix(podResourcesSocket, POD_RESOURCES, {
-      List: (_c: unknown, cb: (e: null, r: PodResources[]) => void) => cb(null, st.pods),
+      List: (_c: unknown, cb: (e: null, r: PodResources[]) => void) => {
+        if (!st.podResourcesHangs) cb(null, st.pods);
+      },
       Get: (
         call: { request: { namespace: string; name: string } },
         cb: (e: Error | null, r?: PodResources) => void,
       ) => {
+        if (st.podResourcesHangs) return;
         const p = st.pods.find((x) =>
           x.namespace === call.request.namespace && x.name === call.request.name
         );
