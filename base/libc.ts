@@ -101,6 +101,14 @@ export function cString(s: string): Uint8Array {
 export const AF_NETLINK = 16;
 /** SOCK_RAW */
 export const SOCK_RAW = 3;
+/** socket(2): address family of unix sockets. */
+export const AF_UNIX = 1;
+/** socket(2): a stream socket. */
+export const SOCK_STREAM = 1;
+/** setsockopt(2): receive timeout (a struct timeval). */
+export const SO_RCVTIMEO = 20;
+/** setsockopt(2): send timeout (a struct timeval). */
+export const SO_SNDTIMEO = 21;
 /** SOCK_CLOEXEC: no netlink socket leaks into a child process. */
 export const SOCK_CLOEXEC = 0o2000000;
 /** NETLINK_ROUTE protocol number. */

@@ -10,18 +10,24 @@
  *
  * @module
  */
-import { cString, errno, libc, O_CLOEXEC, strerror } from "../base/libc.ts";
+import {
+  AF_UNIX,
+  cString,
+  EINTR,
+  errno,
+  libc,
+  O_CLOEXEC,
+  SO_RCVTIMEO,
+  SO_SNDTIMEO,
+  SOCK_CLOEXEC,
+  SOCK_STREAM,
+  SOL_SOCKET,
+  strerror,
+} from "../base/libc.ts";
 import { sendFd } from "../base/scm_rights.ts";
 import { CniError, ErrorCode } from "./errors.ts";
 
-const AF_UNIX = 1;
-const SOCK_STREAM = 1;
-const SOCK_CLOEXEC = 0o2000000;
-const SOL_SOCKET = 1;
-const SO_RCVTIMEO = 20;
-const SO_SNDTIMEO = 21;
 const O_PATH = 0o10000000;
-const EINTR = 4;
 const ENOENT = 2;
 const ENOTDIR = 20;
 /** What the daemon answers: 32 lower-case hex digits. */

@@ -8,17 +8,21 @@
  *
  * @module
  */
-import { errno, libc, strerror } from "../base/libc.ts";
+import {
+  AF_UNIX,
+  EINTR,
+  errno,
+  libc,
+  SO_RCVTIMEO,
+  SO_SNDTIMEO,
+  SOCK_CLOEXEC,
+  SOCK_STREAM,
+  SOL_SOCKET,
+  strerror,
+} from "../base/libc.ts";
 import { concatBytes } from "../base/bytes.ts";
 
-const AF_UNIX = 1;
-const SOCK_STREAM = 1;
-const SOCK_CLOEXEC = 0o2000000;
-const SOL_SOCKET = 1;
-const SO_RCVTIMEO = 20;
-const SO_SNDTIMEO = 21;
 const MSG_NOSIGNAL = 0x4000;
-const EINTR = 4;
 /** errno when a receive or send timed out. */
 export const EAGAIN = 11;
 /** errno when a connect timed out. */

@@ -14,7 +14,17 @@
  *
  * @module
  */
-import { errno, libc, strerror } from "../base/libc.ts";
+import {
+  AF_UNIX,
+  errno,
+  libc,
+  SO_RCVTIMEO,
+  SO_SNDTIMEO,
+  SOCK_CLOEXEC,
+  SOCK_STREAM,
+  SOL_SOCKET,
+  strerror,
+} from "../base/libc.ts";
 import { MSG_NOSIGNAL, recvFd, scmLibc } from "../base/scm_rights.ts";
 import { log } from "./log.ts";
 import { prepareSocket } from "./unix_socket.ts";
@@ -24,12 +34,6 @@ export const TOKEN_TTL_MS = 30_000;
 /** How long a connected client may take to send its netns. */
 export const CLIENT_TIMEOUT_MS = 5_000;
 
-const AF_UNIX = 1;
-const SOCK_STREAM = 1;
-const SOCK_CLOEXEC = 0o2000000;
-const SOL_SOCKET = 1;
-const SO_RCVTIMEO = 20;
-const SO_SNDTIMEO = 21;
 const SHUT_RDWR = 2;
 
 /** The netns socket beside the daemon's socket at `socketPath`. */
