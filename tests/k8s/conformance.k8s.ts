@@ -20,10 +20,8 @@
  */
 import assert from "node:assert/strict";
 import { LaneCluster } from "../helpers/k8s_cluster.ts";
-import { editedExample, EXAMPLE_DAEMONSET } from "../helpers/k8s_workloads.ts";
+import { deployVpcni } from "../helpers/k8s_deploy.ts";
 import { buildVpcniImage } from "../helpers/k8s_image.ts";
-import { readyPods } from "../helpers/k8s_inspect.ts";
-import { kernelHasIpvlan } from "../../cli/demo_node.ts";
 import { e2eImages } from "../helpers/e2e_images.ts";
 import {
   type E2eBinaries,
@@ -88,24 +86,7 @@ Deno.test({
     });
     const c = cluster;
     console.log(`conformance: cluster up in ${(c.bringUpMs / 1000).toFixed(1)} s`);
-    const example = editedExample(await Deno.readTextFile(EXAMPLE_DAEMONSET), {
-      ec2Endpoint: c.world.ec2Url,
-      imdsEndpoint: c.world.imdsUrl,
-      datapath: kernelHasIpvlan(TAG) ? undefined : "veth",
-    });
-    // The simulator hands out no instance profile: keys in the Secret the example reads.
-    await c.kubectlOk([
-      "-n",
-      "kube-system",
-      "create",
-      "secret",
-      "generic",
-      "vpcni-aws-credentials",
-      "--from-literal=AWS_ACCESS_KEY_ID=lane",
-      "--from-literal=AWS_SECRET_ACCESS_KEY=lane",
-    ]);
-    await c.kubectlOk(["apply", "-f", "-"], example);
-    await readyPods(c, "app.kubernetes.io/name=vpcni", NODES, 180_000, "kube-system");
+    await deployVpcni(c, TAG);
     await c.waitFor(`${NODES} node(s) Ready`, 60_000, async () => {
       const nodes = await c.getJson<{ items: NodeJson[] }>(["nodes"]);
       return nodes.items.length === NODES &&

@@ -17,15 +17,9 @@ import assert from "node:assert/strict";
 import { BUSYBOX_IMAGE, LaneCluster } from "../helpers/k8s_cluster.ts";
 import { KUBE_DNS_LABEL } from "../helpers/k8s_coredns.ts";
 import { INTERNAL_SUBNET, PUBLIC_SUBNET, whereIs } from "../helpers/k8s_world.ts";
-import {
-  editedExample,
-  EXAMPLE_DAEMONSET,
-  httpGetScript,
-  webDeployment,
-  webPod,
-  webService,
-} from "../helpers/k8s_workloads.ts";
+import { httpGetScript, webDeployment, webPod, webService } from "../helpers/k8s_workloads.ts";
 import { buildVpcniImage } from "../helpers/k8s_image.ts";
+import { deployVpcni } from "../helpers/k8s_deploy.ts";
 import { crossNodeChecks } from "./cross_node_checks.ts";
 import {
   apply,
@@ -42,7 +36,6 @@ import {
   pods,
   readyPods,
 } from "../helpers/k8s_inspect.ts";
-import { kernelHasIpvlan } from "../../cli/demo_node.ts";
 
 const TAG = `vk8s${Deno.pid % 100000}`;
 /** Worker nodes of the lane's cluster. */
@@ -73,32 +66,8 @@ Deno.test({
     cluster = await LaneCluster.start({ tag: TAG, images: [image.path], nodes: NODES });
     const c = cluster;
     console.log(`k8s lane: ${NODES}-node cluster up in ${(c.bringUpMs / 1000).toFixed(1)} s`);
-    const example = editedExample(await Deno.readTextFile(EXAMPLE_DAEMONSET), {
-      ec2Endpoint: c.world.ec2Url,
-      imdsEndpoint: c.world.imdsUrl,
-      datapath: kernelHasIpvlan(TAG) ? undefined : "veth",
-    });
+    const { example, daemons: daemon } = await deployVpcni(c, TAG);
     assert.match(example, new RegExp(`image: ${imageName.replaceAll(".", "\\.")}`));
-    // The simulator has no instance profile to hand out: keys in the optional Secret the
-    // example's daemon reads (its header says so).
-    await c.kubectlOk([
-      "-n",
-      "kube-system",
-      "create",
-      "secret",
-      "generic",
-      "vpcni-aws-credentials",
-      "--from-literal=AWS_ACCESS_KEY_ID=lane",
-      "--from-literal=AWS_SECRET_ACCESS_KEY=lane",
-    ]);
-    await c.kubectlOk(["apply", "-f", "-"], example);
-    const daemon = await readyPods(
-      c,
-      "app.kubernetes.io/name=vpcni",
-      NODES,
-      180_000,
-      "kube-system",
-    );
     assert.deepEqual(
       daemon.map((p) => p.spec.nodeName).sort(),
       c.nodes.map((n) => n.name).sort(),
