@@ -68,6 +68,9 @@ export function suiteArgv(c: LaneCluster, b: E2eBinaries, r: SuiteRun): string[]
     `--kubeconfig=${c.pki.kubeconfig.admin}`,
     `--kubectl-path=${b.kubectl}`,
     "--dns-domain=cluster.local",
+    // The skeleton provider knows no node count (-1): the specs that spread endpoints over
+    // nodes skip themselves unless told how many there are, as a cloud provider would.
+    `--num-nodes=${c.nodes.length}`,
     `--report-dir=${r.reportDir}`,
   ];
   const ginkgoFlags = [

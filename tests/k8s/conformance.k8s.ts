@@ -129,18 +129,20 @@ Deno.test({
     const s = await suite("sig-network conformance", "sig-network", {
       focus: "\\[sig-network\\].*\\[Conformance\\]",
     });
-    assert.equal(s.passed.length + s.skipped.length, 45, "45 specs selected");
+    assert.equal(s.passed.length, 45, "all 45 specs ran and passed");
   },
 });
 
 Deno.test({
-  name: "the Networking Granular Checks (Pods and Services, SCTP left out) pass",
+  name: "the Networking Granular Checks (Pods and Services, SCTP and dual-stack left out) pass",
   ...opts,
   async fn() {
-    await suite("Networking Granular Checks", "granular", {
+    const s = await suite("Networking Granular Checks", "granular", {
       focus: "Networking Granular Checks",
-      skip: "SCTP",
+      // SCTP needs the sctp module; the dual-stack ones an IPv6 family vpcni does not have yet.
+      skip: "SCTP|IPv6DualStack",
     });
+    assert.deepEqual(s.skipped, [], "every focused spec ran (none skipped itself)");
   },
 });
 
