@@ -151,7 +151,9 @@ export function obj<S extends Shape>(
     }
     const out: Record<string, unknown> = {};
     for (const [k, p] of Object.entries(shape)) {
-      out[k] = p(Object.hasOwn(o, k) ? o[k] : undefined, joinPath(path, k));
+      const value = p(Object.hasOwn(o, k) ? o[k] : undefined, joinPath(path, k));
+      // An optional field left out stays left out (no key holding undefined).
+      if (value !== undefined) out[k] = value;
     }
     return out as ShapeResult<S>;
   };
