@@ -97,6 +97,30 @@ export function cString(s: string): Uint8Array {
   return concatBytes([encoder.encode(s), new Uint8Array(1)]);
 }
 
+/** `sockaddr_un`'s `sun_path` size, its NUL included. */
+export const SUN_PATH_MAX = 108;
+
+/** A `struct sockaddr_un` for `path`; throws when the path does not fit. */
+export function sockaddrUn(path: string): Uint8Array {
+  const bytes = encoder.encode(path);
+  if (bytes.length >= SUN_PATH_MAX) {
+    throw new Error(`socket path longer than ${SUN_PATH_MAX - 1} bytes: ${path}`);
+  }
+  const sa = new Uint8Array(2 + SUN_PATH_MAX);
+  new DataView(sa.buffer).setUint16(0, AF_UNIX, true);
+  sa.set(bytes, 2);
+  return sa;
+}
+
+/** A `struct timeval` of `ms` milliseconds, for SO_RCVTIMEO and SO_SNDTIMEO. */
+export function timeval(ms: number): Uint8Array {
+  const tv = new Uint8Array(16);
+  const v = new DataView(tv.buffer);
+  v.setBigInt64(0, BigInt(Math.floor(ms / 1000)), true);
+  v.setBigInt64(8, BigInt((ms % 1000) * 1000), true);
+  return tv;
+}
+
 /** Constants from the Linux UAPI headers used across netlink/. */
 export const AF_NETLINK = 16;
 /** SOCK_RAW */
@@ -105,6 +129,8 @@ export const SOCK_RAW = 3;
 export const AF_UNIX = 1;
 /** socket(2): a stream socket. */
 export const SOCK_STREAM = 1;
+/** send(2): a peer gone away is EPIPE, not SIGPIPE. */
+export const MSG_NOSIGNAL = 0x4000;
 /** setsockopt(2): receive timeout (a struct timeval). */
 export const SO_RCVTIMEO = 20;
 /** setsockopt(2): send timeout (a struct timeval). */

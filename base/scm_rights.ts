@@ -15,6 +15,7 @@
  *
  * @module
  */
+import { MSG_NOSIGNAL, SOL_SOCKET } from "./libc.ts";
 
 const SYMBOLS = {
   sendmsg: { parameters: ["i32", "buffer", "i32"], result: "isize" },
@@ -31,12 +32,9 @@ export function scmLibc(): Deno.DynamicLibrary<typeof SYMBOLS>["symbols"] {
   return bound ??= Deno.dlopen("libc.so.6", SYMBOLS).symbols;
 }
 
-const SOL_SOCKET = 1;
 const SCM_RIGHTS = 1;
 /** `MSG_CMSG_CLOEXEC`: a received descriptor is close-on-exec from its first moment. */
 export const MSG_CMSG_CLOEXEC = 0x40000000;
-/** `MSG_NOSIGNAL`: a peer gone away is EPIPE, not SIGPIPE. */
-export const MSG_NOSIGNAL = 0x4000;
 /** `MSG_CTRUNC` in `msg_flags`: control data was cut (more descriptors than room). */
 const MSG_CTRUNC = 0x8;
 /** `CMSG_LEN(4)`: a header of 16 bytes and one `int`. */

@@ -21,8 +21,11 @@ import {
   SO_SNDTIMEO,
   SOCK_CLOEXEC,
   SOCK_STREAM,
+  sockaddrUn,
   SOL_SOCKET,
   strerror,
+  SUN_PATH_MAX,
+  timeval,
 } from "../base/libc.ts";
 import { sendFd } from "../base/scm_rights.ts";
 import { CniError, ErrorCode } from "./errors.ts";
@@ -49,14 +52,6 @@ export type SentNetns =
    * plugin and this module may be separate bundles, each with its own error class.
    */
   | { failed: { code: number; msg: string; details?: string } };
-
-function timeval(ms: number): Uint8Array {
-  const tv = new Uint8Array(16);
-  const v = new DataView(tv.buffer);
-  v.setBigInt64(0, BigInt(Math.floor(ms / 1000)), true);
-  v.setBigInt64(8, BigInt((ms % 1000) * 1000), true);
-  return tv;
-}
 
 /** The error when the daemon's netns socket cannot take the netns: names cause and fix. */
 export function unreachableNetnsError(netns: string, why: string): CniError {
@@ -107,11 +102,10 @@ function handOver(daemonSocket: string, netns: string, timeoutMs: number): SentN
     const tv = timeval(timeoutMs);
     c.setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, tv, tv.length);
     c.setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, tv, tv.length);
-    const bytes = new TextEncoder().encode(path);
-    if (bytes.length > 107) throw unreachableNetnsError(netns, `${path} is too long a path`);
-    const sa = new Uint8Array(110);
-    new DataView(sa.buffer).setUint16(0, AF_UNIX, true);
-    sa.set(bytes, 2);
+    if (new TextEncoder().encode(path).length >= SUN_PATH_MAX) {
+      throw unreachableNetnsError(netns, `${path} is too long a path`);
+    }
+    const sa = sockaddrUn(path);
     while (c.connect(sock, sa, sa.length) < 0) {
       const e = errno();
       if (e !== EINTR) throw unreachableNetnsError(netns, `connect ${path}: ${strerror(e)}`);

@@ -13,21 +13,22 @@ import {
   EINTR,
   errno,
   libc,
+  MSG_NOSIGNAL,
   SO_RCVTIMEO,
   SO_SNDTIMEO,
   SOCK_CLOEXEC,
   SOCK_STREAM,
+  sockaddrUn,
   SOL_SOCKET,
   strerror,
+  timeval,
 } from "../base/libc.ts";
 import { concatBytes } from "../base/bytes.ts";
 
-const MSG_NOSIGNAL = 0x4000;
 /** errno when a receive or send timed out. */
 export const EAGAIN = 11;
 /** errno when a connect timed out. */
 export const EINPROGRESS = 115;
-const SUN_PATH_MAX = 108;
 
 /** A failed socket call, with the C errno. */
 export class UnixSocketError extends Error {
@@ -39,25 +40,6 @@ export class UnixSocketError extends Error {
     this.name = "UnixSocketError";
     this.errno = code;
   }
-}
-
-function sockaddrUn(path: string): Uint8Array {
-  const bytes = new TextEncoder().encode(path);
-  if (bytes.length >= SUN_PATH_MAX) {
-    throw new Error(`socket path longer than ${SUN_PATH_MAX - 1} bytes: ${path}`);
-  }
-  const sa = new Uint8Array(2 + SUN_PATH_MAX);
-  new DataView(sa.buffer).setUint16(0, AF_UNIX, true);
-  sa.set(bytes, 2);
-  return sa;
-}
-
-function timeval(ms: number): Uint8Array {
-  const tv = new Uint8Array(16);
-  const v = new DataView(tv.buffer);
-  v.setBigInt64(0, BigInt(Math.floor(ms / 1000)), true);
-  v.setBigInt64(8, BigInt((ms % 1000) * 1000), true);
-  return tv;
 }
 
 /** Thrown when the peer sends more than the caller's bound. */

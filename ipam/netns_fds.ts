@@ -18,14 +18,17 @@ import {
   AF_UNIX,
   errno,
   libc,
+  MSG_NOSIGNAL,
   SO_RCVTIMEO,
   SO_SNDTIMEO,
   SOCK_CLOEXEC,
   SOCK_STREAM,
+  sockaddrUn,
   SOL_SOCKET,
   strerror,
+  timeval,
 } from "../base/libc.ts";
-import { MSG_NOSIGNAL, recvFd, scmLibc } from "../base/scm_rights.ts";
+import { recvFd, scmLibc } from "../base/scm_rights.ts";
 import { log } from "./log.ts";
 import { prepareSocket } from "./unix_socket.ts";
 
@@ -81,14 +84,6 @@ export function closeFd(fd: number): void {
   libc().close(fd);
 }
 
-function timeval(ms: number): Uint8Array {
-  const tv = new Uint8Array(16);
-  const v = new DataView(tv.buffer);
-  v.setBigInt64(0, BigInt(Math.floor(ms / 1000)), true);
-  v.setBigInt64(8, BigInt((ms % 1000) * 1000), true);
-  return tv;
-}
-
 function randomToken(): string {
   const b = crypto.getRandomValues(new Uint8Array(16));
   return [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
@@ -103,12 +98,12 @@ export async function serveNetnsFds(path: string): Promise<NetnsFds> {
   const place = await prepareSocket(path);
   const lfd = c.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (lfd < 0) throw new Error(`socket: ${strerror(errno())}`);
-  const bytes = new TextEncoder().encode(place.bindPath);
-  const sa = new Uint8Array(110);
-  new DataView(sa.buffer).setUint16(0, AF_UNIX, true);
-  sa.set(bytes, 2);
-  if (c.bind(lfd, sa, sa.length) < 0 || scmLibc().listen(lfd, 64) < 0) {
-    const why = strerror(errno());
+  let sa: Uint8Array | undefined;
+  try {
+    sa = sockaddrUn(place.bindPath);
+  } catch { /* too long a path: said below, with the same clean-up as a failed bind */ }
+  if (!sa || c.bind(lfd, sa, sa.length) < 0 || scmLibc().listen(lfd, 64) < 0) {
+    const why = sa ? strerror(errno()) : `${place.bindPath} is too long a socket path`;
     c.close(lfd);
     await place.moveIntoPlace(() => {}).catch(() => {});
     await Deno.remove(path).catch(() => {});
